@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The lab boots a real TCG guest through its private virtqemud, and stops clean.
+
+Stock per-domain layout: each vCPU thread sits in its own vcpuN group below
+the domain's cgroup in the cpu hierarchy, and the guest's busy loops make its
+vCPU threads run.  'tools/lab stop' then leaves no lab process and no lab
+cgroup behind.
+"""
+
+import os
+import time
+
+import labtest
+from labtest import daemon, guest, measure
+
+
+def top_level_groups():
+    out = set()
+    for mnt, _ in daemon.cgroup_mounts():
+        for d in os.listdir(mnt):
+            if os.path.isdir(os.path.join(mnt, d)) and d != "machine":
+                out.add(os.path.join(mnt, d))
+    return out
+
+
+def main(t):
+    daemon.stop()
+    before = top_level_groups()
+    daemon.start(quiet=True)
+    name = guest.create("itest-boot", vcpus=2, workload="busy")
+    pid = guest.qemu_pid(name)
+    tids = guest.vcpu_tids(name)
+    t.eq(sorted(tids), [0, 1], "QEMU runs one thread per vCPU")
+    for idx, tid in tids.items():
+        t.eq(labtest.thread_cgroup(pid, tid, "cpu"),
+             f"/machine/{name}.libvirt-qemu/vcpu{idx}",
+             f"vCPU {idx} is in its per-domain cpu group")
+        t.ok(tid in labtest.cgroup_tasks("cpu", f"/machine/{name}.libvirt-qemu/vcpu{idx}"),
+             f"vCPU {idx} is listed in that group's tasks file")
+    res = measure.sample({i: (pid, tid) for i, tid in tids.items()}, 2)
+    for idx, (share, steal) in res.items():
+        t.ok(share + steal > 0.5, f"busy vCPU {idx} is runnable most of the time",
+             f"share {share:.2f} steal {steal:.2f}")
+    dom_groups = [os.path.join(m, "machine", f"{name}.libvirt-qemu")
+                  for m, _ in daemon.cgroup_mounts()]
+    t.ok(any(os.path.isdir(g) for g in dom_groups), "the domain's cgroups exist while it runs")
+    daemon.stop()
+    time.sleep(0.2)
+    t.eq(labtest.lab_processes(), [], "no lab process is left after tools/lab stop")
+    left = [g for g in dom_groups if os.path.isdir(g)]
+    t.eq(left, [], "no lab cgroup is left after tools/lab stop")
+    t.eq(top_level_groups(), before, "cgroups the lab did not create are untouched")
+
+
+labtest.run(main)

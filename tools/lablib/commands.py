@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Subcommand implementations of tools/lab."""
+
+import os
+
+from .common import STACKS, step
+from . import sources, stack
+
+
+def cmd_setup(args):
+    sources.setup()
+    for key, d in STACKS.items():
+        sources.fetch_base(d, which=("orig", "debian"))
+
+
+def cmd_fetch(args):
+    sources.fetch_base(STACKS[args.stack], which=("orig", "debian") if args.debian else ("orig",))
+
+
+def cmd_worktree(args):
+    wt = stack.ensure_worktree(STACKS[args.stack], force=args.force)
+    print(wt)
+
+
+def cmd_export(args):
+    stack.export(STACKS[args.stack])
+
+
+def cmd_check(args):
+    build_each = None
+    if args.build_each:
+        if args.stack == "libvirt":
+            from .libvirt import build_tree
+        else:
+            from .kernel import build_tree
+        build_each = build_tree
+    stack.check(STACKS[args.stack], build_each=build_each)
+
+
+def cmd_build(args):
+    if args.what in ("libvirt", "all"):
+        from . import libvirt
+        libvirt.build()
+    if args.what in ("kernel", "all"):
+        from . import kernel
+        kernel.build(patched=not args.stock)
+    if args.what in ("src", "all"):
+        from . import ownsrc
+        ownsrc.build()
+
+
+def cmd_start(args):
+    from . import daemon
+    daemon.start(vcpu_cgroup=args.vcpu_cgroup)
+
+
+def cmd_stop(args):
+    from . import daemon
+    daemon.stop()
+
+
+def cmd_status(args):
+    from . import daemon
+    daemon.status()
+
+
+def cmd_virsh(args):
+    from . import daemon
+    return daemon.virsh(args.args, check=False).returncode
+
+
+def cmd_guest(args):
+    from . import guest
+    guest.command(args)
+
+
+def cmd_demo(args):
+    from . import demo
+    demo.run_demo(seconds=args.seconds)
+
+
+def cmd_kselftest(args):
+    from . import kselftest
+    return kselftest.command(args)
+
+
+def cmd_test(args):
+    from . import testrun
+    return testrun.run_all(quick=args.quick)
+
+
+def dispatch(args):
+    fn = globals()["cmd_" + args.cmd]
+    return fn(args)

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Paths, logging and process helpers shared by every lab subcommand."""
+
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("UNSTEAL_BUILD", os.path.join(ROOT, "_build"))
+CACHE = os.environ.get(
+    "UNSTEAL_CACHE",
+    os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "unsteal"),
+)
+SOURCES = os.path.join(CACHE, "sources")
+
+STACKS = {
+    "libvirt": os.path.join(ROOT, "libvirt-patches"),
+    "kernel": os.path.join(ROOT, "kernel-patches"),
+}
+
+
+class LabError(Exception):
+    """An error with a message meant for the operator; printed without a traceback."""
+
+
+_t0 = time.monotonic()
+
+
+def step(msg):
+    """One line of progress per step, with elapsed time since the command started."""
+    el = time.monotonic() - _t0
+    print(f"lab [{int(el) // 60:02d}:{int(el) % 60:02d}] {msg}", flush=True)
+
+
+def warn(msg):
+    print(f"lab: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, cwd=None, env=None, check=True, quiet=False, capture=False, log=None, input=None):
+    """Run a command.  quiet: hide output unless it fails.  log: also tee to a file."""
+    if isinstance(cmd, str):
+        cmd = ["bash", "-c", cmd]
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    if capture:
+        p = subprocess.run(cmd, cwd=cwd, env=full_env, text=True, input=input,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if check and p.returncode != 0:
+            raise LabError(f"command failed ({p.returncode}): {shlex.join(cmd)}\n{p.stderr.strip()}")
+        return p
+    if quiet or log:
+        logpath = log or os.path.join(BUILD, "logs", "last-command.log")
+        os.makedirs(os.path.dirname(logpath), exist_ok=True)
+        with open(logpath, "w") as fh:
+            p = subprocess.run(cmd, cwd=cwd, env=full_env, stdout=fh, stderr=subprocess.STDOUT,
+                               text=True, input=input)
+        if check and p.returncode != 0:
+            with open(logpath) as fh:
+                tail = fh.read().splitlines()[-40:]
+            raise LabError(f"command failed ({p.returncode}): {shlex.join(cmd)}\n"
+                           f"--- last lines of {logpath} ---\n" + "\n".join(tail))
+        return p
+    p = subprocess.run(cmd, cwd=cwd, env=full_env, text=True, input=input)
+    if check and p.returncode != 0:
+        raise LabError(f"command failed ({p.returncode}): {shlex.join(cmd)}")
+    return p
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_kv(path):
+    """Parse a small key=value file (comments with #)."""
+    out = {}
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if "=" not in line:
+                raise LabError(f"{path}:{n}: expected key=value, got {line!r}")
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def require_root(what):
+    if os.geteuid() != 0:
+        raise LabError(f"{what} needs root (it manages cgroups and daemons)")
+
+
+def mkdirs(*paths):
+    for p in paths:
+        os.makedirs(p, exist_ok=True)

@@ -1,0 +1,309 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The lab's private virtlogd + virtqemud, run as root from the _build prefix.
+
+Sockets, state, logs and qemu.conf live under _build/prefix.  'stop' destroys
+the lab's domains, stops the daemons by PID and removes exactly the cgroups
+the lab created: the domains' groups, the shared vCPU group, and the machine
+partition only when it did not exist before the lab first started.
+"""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import time
+
+from .common import BUILD, LabError, mkdirs, require_root, step, warn
+from .libvirt import PREFIX
+
+LAB = os.path.join(BUILD, "lab")
+RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
+SOCK = os.path.join(RUNDIR, "virtqemud-sock")
+URI = f"qemu+unix:///system?socket={SOCK}"
+QEMU_CONF = os.path.join(PREFIX, "etc", "libvirt", "qemu.conf")
+CGROOT = "/sys/fs/cgroup"
+PARTITION = "machine"
+DEFAULT_SHARED_GROUP = "machine/vcpus.partition"
+
+
+def env():
+    return {"LD_LIBRARY_PATH": os.path.join(PREFIX, "lib"),
+            "PATH": os.path.join(PREFIX, "bin") + ":" + os.path.join(PREFIX, "sbin") + ":"
+            + os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def _full_env():
+    e = dict(os.environ)
+    e.update(env())
+    return e
+
+
+def virsh(args, check=True, capture=False, timeout=120):
+    cmd = [os.path.join(PREFIX, "bin", "virsh"), "-q", "-c", URI] + list(args)
+    p = subprocess.run(cmd, env=_full_env(), text=True, timeout=timeout,
+                       stdout=subprocess.PIPE if capture else None,
+                       stderr=subprocess.PIPE if capture else None)
+    if check and p.returncode != 0:
+        raise LabError(f"virsh {' '.join(args)} failed: {(p.stderr or '').strip()}")
+    return p
+
+
+def _pid(name):
+    path = os.path.join(LAB, f"{name}.labpid")
+    try:
+        pid = int(open(path).read().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            if fh.read().strip() != name:
+                return None
+    except OSError:
+        return None
+    return pid
+
+
+def cgroup_mounts():
+    """(path, kind) of every cgroup hierarchy mounted on this host."""
+    out = []
+    with open("/proc/self/mounts") as fh:
+        for line in fh:
+            dev, mnt, fstype = line.split()[:3]
+            if fstype in ("cgroup", "cgroup2"):
+                out.append((mnt, fstype))
+    return out
+
+
+def _write_conf(vcpu_cgroup):
+    mkdirs(LAB, os.path.join(BUILD, "logs"))
+    lines = [
+        "# Written by tools/lab start: the lab daemon runs QEMU as root with no",
+        "# security driver; everything else is libvirt's default.",
+        'user = "root"',
+        'group = "root"',
+        'security_driver = "none"',
+        'stdio_handler = "logd"',
+    ]
+    if vcpu_cgroup:
+        lines.append(f'vcpu_cgroup = "{vcpu_cgroup}"')
+    with open(QEMU_CONF, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    conf = os.path.join(LAB, "virtqemud.conf")
+    with open(conf, "w") as fh:
+        fh.write(f'log_outputs = "1:file:{BUILD}/logs/virtqemud.log"\n'
+                 'log_filters = "1:qemu.qemu_cgroup 1:qemu.qemu_process 1:util.cgroup '
+                 '3:util 3:rpc 3:remote 3:event 3:access 3:conf 3:security 3:qemu"\n')
+    return conf
+
+
+def _record_preexisting():
+    path = os.path.join(LAB, "cgroups-preexisting.json")
+    if os.path.exists(path):
+        return
+    pre = [m for m, _ in cgroup_mounts() if os.path.isdir(os.path.join(m, PARTITION))]
+    with open(path, "w") as fh:
+        json.dump(pre, fh)
+
+
+def _wait_socket(pid, timeout=60):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if os.path.exists(SOCK):
+            p = virsh(["version"], check=False, capture=True, timeout=30)
+            if p.returncode == 0:
+                return
+        if not os.path.exists(f"/proc/{pid}"):
+            break
+        time.sleep(0.3)
+    raise LabError(f"virtqemud did not come up; see {BUILD}/logs/virtqemud.log and "
+                   f"{BUILD}/logs/virtqemud.stderr")
+
+
+def _spawn(name, args):
+    bin_ = os.path.join(PREFIX, "sbin", name)
+    if not os.path.exists(bin_):
+        raise LabError(f"{bin_} is missing: run tools/lab build libvirt first")
+    pidfile = os.path.join(LAB, f"{name}.pid")
+    with open(os.path.join(BUILD, "logs", f"{name}.stderr"), "a") as err:
+        p = subprocess.Popen([bin_, "-p", pidfile] + args, env=_full_env(),
+                             stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                             start_new_session=True)
+    # Not daemonised (no -d): the PID we started is the daemon's own.
+    with open(os.path.join(LAB, f"{name}.labpid"), "w") as fh:
+        fh.write(str(p.pid))
+    return p.pid
+
+
+def start(vcpu_cgroup=None, quiet=False):
+    require_root("tools/lab start")
+    mkdirs(LAB, RUNDIR, os.path.join(BUILD, "logs"))
+    _record_preexisting()
+    conf = _write_conf(vcpu_cgroup)
+    if _pid("virtlogd") is None:
+        step("lab: starting virtlogd")
+        pid = _spawn("virtlogd", [])
+        logsock = os.path.join(RUNDIR, "virtlogd-sock")
+        t0 = time.monotonic()
+        while not os.path.exists(logsock):
+            if time.monotonic() - t0 > 30 or not os.path.exists(f"/proc/{pid}"):
+                raise LabError(f"virtlogd did not come up; see {BUILD}/logs/virtlogd.stderr")
+            time.sleep(0.1)
+    old = _pid("virtqemud")
+    if old:
+        step(f"lab: restarting virtqemud (pid {old}) with the new qemu.conf")
+        _kill(old, "virtqemud")
+    step("lab: starting virtqemud" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
+    pid = _spawn("virtqemud", ["-f", conf])
+    _wait_socket(pid)
+    if not quiet:
+        print(f"lab: virtqemud pid {pid}; connect with:\n  virsh -c '{URI}'\n"
+              f"  or: tools/lab virsh ...", flush=True)
+    return pid
+
+
+def _kill(pid, name, timeout=15):
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if not os.path.exists(f"/proc/{pid}") or _zombie(pid):
+            _reap(pid)
+            return
+        time.sleep(0.1)
+    warn(f"{name} (pid {pid}) ignored SIGTERM; sending SIGKILL")
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _reap(pid)
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _reap(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def lab_domains():
+    """Names of every domain the lab daemon knows (running or defined)."""
+    names = set()
+    if _pid("virtqemud"):
+        p = virsh(["list", "--all", "--name"], check=False, capture=True)
+        names |= {n.strip() for n in (p.stdout or "").splitlines() if n.strip()}
+    for x in glob.glob(os.path.join(RUNDIR, "qemu", "*.xml")):
+        names.add(os.path.basename(x)[:-4])
+    for x in glob.glob(os.path.join(PREFIX, "etc", "libvirt", "qemu", "*.xml")):
+        names.add(os.path.basename(x)[:-4])
+    return sorted(names)
+
+
+def _qemu_pids():
+    pids = []
+    for pf in glob.glob(os.path.join(RUNDIR, "qemu", "*.pid")):
+        try:
+            pid = int(open(pf).read().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            comm = open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            continue
+        if comm.startswith("qemu"):
+            pids.append(pid)
+    return pids
+
+
+def shared_group_from_conf():
+    try:
+        text = open(QEMU_CONF).read()
+    except OSError:
+        return DEFAULT_SHARED_GROUP
+    import re
+    m = re.search(r'^\s*vcpu_cgroup_path\s*=\s*"([^"]+)"', text, re.M)
+    return m.group(1).strip("/") if m else DEFAULT_SHARED_GROUP
+
+
+def lab_cgroups(domains):
+    """Every cgroup directory the lab may have created, deepest first."""
+    pre = []
+    try:
+        pre = json.load(open(os.path.join(LAB, "cgroups-preexisting.json")))
+    except (OSError, ValueError):
+        pass
+    out = []
+    shared = shared_group_from_conf()
+    for mnt, _ in cgroup_mounts():
+        part = os.path.join(mnt, PARTITION)
+        if not os.path.isdir(part):
+            continue
+        roots = [os.path.join(mnt, shared)]
+        for d in domains:
+            # libvirt names a domain's group NAME.libvirt-qemu, or
+            # qemu-ID-NAME.libvirt-qemu after its machine name.
+            roots.append(os.path.join(part, f"{d}.libvirt-qemu"))
+            roots += glob.glob(os.path.join(part, f"qemu-[0-9]*-{glob.escape(d)}.libvirt-qemu"))
+        if mnt not in pre:
+            roots = [part]
+        for r in roots:
+            if os.path.isdir(r):
+                for dirpath, dirnames, _ in os.walk(r, topdown=False):
+                    out.append(dirpath)
+    return out
+
+
+def stop():
+    require_root("tools/lab stop")
+    domains = lab_domains()
+    if _pid("virtqemud"):
+        for d in domains:
+            virsh(["destroy", d], check=False, capture=True)
+            virsh(["undefine", d], check=False, capture=True)
+        if domains:
+            step(f"lab: destroyed {len(domains)} domain(s): {' '.join(domains)}")
+    for pid in _qemu_pids():
+        step(f"lab: stopping leftover QEMU pid {pid}")
+        _kill(pid, "qemu")
+    for name in ("virtqemud", "virtlogd"):
+        pid = _pid(name)
+        if pid:
+            step(f"lab: stopping {name} (pid {pid})")
+            _kill(pid, name)
+    removed, busy = 0, []
+    for path in lab_cgroups(domains):
+        try:
+            os.rmdir(path)
+            removed += 1
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            busy.append(f"{path} ({e.strerror})")
+    step(f"lab: removed {removed} lab cgroup(s)")
+    for f in glob.glob(os.path.join(PREFIX, "etc", "libvirt", "qemu", "*.xml")):
+        os.unlink(f)
+    if busy:
+        raise LabError("could not remove: " + ", ".join(busy))
+
+
+def status():
+    for name in ("virtlogd", "virtqemud"):
+        pid = _pid(name)
+        print(f"{name}: {'pid ' + str(pid) if pid else 'not running'}")
+    if _pid("virtqemud"):
+        print(f"uri: {URI}")
+        virsh(["list", "--all"], check=False)
+
+
+def running():
+    return _pid("virtqemud") is not None

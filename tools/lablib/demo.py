@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab demo: three busy TCG guests (2, 1 and 1 vCPUs) on this host.
+
+It prints each vCPU's CPU share and steal with libvirt's stock per-domain
+cgroups and, when the patched libvirt knows vcpu_cgroup, with the per-host
+vCPU cgroup, side by side.
+"""
+
+import statistics
+
+from .common import LabError, step
+from . import daemon, guest, measure, sources
+
+GUESTS = [("lab-big", 2), ("lab-small1", 1), ("lab-small2", 1)]
+
+
+def series_has_vcpu_cgroup():
+    from .libvirt import PREFIX
+    import os
+    conf = os.path.join(PREFIX, "share", "augeas", "lenses", "libvirtd_qemu.aug")
+    try:
+        return "vcpu_cgroup" in open(conf).read()
+    except OSError:
+        return False
+
+
+def measure_mode(mode, seconds, rounds=3):
+    daemon.start(vcpu_cgroup=mode, quiet=True)
+    for name, n in GUESTS:
+        guest.create(name, vcpus=n, workload="busy")
+    threads, placement = {}, {}
+    for name, _ in GUESTS:
+        pid = guest.qemu_pid(name)
+        for idx, tid in guest.vcpu_tids(name).items():
+            threads[(name, idx)] = (pid, tid)
+            placement[(name, idx)] = measure.cpu_cgroup(pid, tid)
+    step(f"demo: {mode}: measuring {rounds} x {seconds // rounds}s")
+    runs = [measure.sample(threads, max(1, seconds // rounds)) for _ in range(rounds)]
+    res = {k: (statistics.median(r[k][0] for r in runs), statistics.median(r[k][1] for r in runs))
+           for k in threads}
+    for name, _ in GUESTS:
+        daemon.virsh(["destroy", name], check=False, capture=True)
+    return res, placement
+
+
+def print_table(results):
+    modes = list(results)
+    hdr = f"{'domain':<12}{'vCPU':>5}" + "".join(
+        f"{m + ' share':>20}{'steal':>8}" for m in modes)
+    print(hdr)
+    print("-" * len(hdr))
+    keys = list(next(iter(results.values()))[0])
+    for k in keys:
+        line = f"{k[0]:<12}{k[1]:>5}"
+        for m in modes:
+            share, steal = results[m][0][k]
+            line += f"{share * 100:>19.1f}%{steal * 100:>7.1f}%"
+        print(line)
+    print()
+    for m in modes:
+        res, place = results[m]
+        big = [res[k][0] for k in keys if k[0] == "lab-big"]
+        small = [res[k][0] for k in keys if k[0] != "lab-big"]
+        ratio = (sum(big) / len(big)) / (sum(small) / len(small)) if small and sum(small) else 0
+        groups = sorted({place[k] for k in keys})
+        print(f"{m}: large/small per-vCPU share ratio {ratio:.2f} (ideal 1.00), "
+              f"Jain fairness {measure.jain(res[k][0] for k in keys):.3f}, "
+              f"total steal {sum(res[k][1] for k in keys) * 100:.0f}% of a CPU")
+        print(f"  vCPU cpu cgroups: {', '.join(groups)}")
+
+
+def run_demo(seconds=20):
+    import os
+    if os.geteuid() == 0:
+        sources.setup()
+    from . import kernel, libvirt
+    libvirt.build()
+    kernel.image(patched=True)
+    guest.build_initramfs()
+    modes = ["per-domain"]
+    if series_has_vcpu_cgroup():
+        modes.append("per-host")
+    else:
+        step("demo: this libvirt has no vcpu_cgroup tunable; showing per-domain only")
+    results = {}
+    try:
+        daemon.stop()
+        for mode in modes:
+            results[mode] = measure_mode(mode if mode != "per-domain" or len(modes) > 1
+                                         else None, seconds)
+    finally:
+        daemon.stop()
+    if not results:
+        raise LabError("demo measured nothing")
+    print()
+    print(f"Three busy TCG guests (2, 1, 1 vCPUs) on {os.cpu_count()} host CPUs; median of 3 "
+          f"windows of {max(1, seconds // 3)}s; share and steal per vCPU thread from "
+          f"/proc/PID/task/TID/schedstat")
+    print_table(results)

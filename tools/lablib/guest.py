@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""TCG guests for the steal experiments: a small kernel and a busybox initramfs.
+
+The guest's init reads unsteal.workload= from the kernel command line:
+  busy   one CPU-bound shell loop pinned to every vCPU
+  idle   nothing but a sleeping shell
+  mixed  a loop on vCPU 0 only, the other vCPUs idle
+and prints 'unsteal-guest: ready' on the serial console once the loops run.
+"""
+
+import os
+import shutil
+import time
+from xml.sax.saxutils import escape
+
+from .common import BUILD, LabError, mkdirs, run, step
+from . import daemon
+
+IMAGES = os.path.join(BUILD, "images")
+INITRAMFS = os.path.join(IMAGES, "guest-initramfs.cpio.gz")
+BUSYBOX = "/bin/busybox"
+
+INIT = r"""#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp /usr/bin /usr/sbin /sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+wl=$(sed -n 's/.*unsteal\.workload=\([a-z]*\).*/\1/p' /proc/cmdline)
+n=$(grep -c ^processor /proc/cpuinfo)
+echo "unsteal-guest: workload=${wl:-idle} cpus=$n"
+spin() { taskset -c "$1" sh -c 'while :; do :; done' & }
+case "$wl" in
+busy) i=0; while [ "$i" -lt "$n" ]; do spin "$i"; i=$((i + 1)); done ;;
+mixed) spin 0 ;;
+esac
+echo "unsteal-guest: ready"
+while :; do sleep 3600; done
+"""
+
+
+def build_initramfs():
+    if not os.path.exists(BUSYBOX):
+        raise LabError("busybox-static is not installed; run tools/lab setup")
+    stamp = INITRAMFS + ".src"
+    if os.path.exists(INITRAMFS) and os.path.exists(stamp) and open(stamp).read() == INIT:
+        return INITRAMFS
+    step("guest: building the busybox initramfs")
+    stage = os.path.join(BUILD, "initramfs-stage")
+    shutil.rmtree(stage, ignore_errors=True)
+    mkdirs(os.path.join(stage, "bin"), os.path.join(stage, "dev"), IMAGES)
+    shutil.copy2(BUSYBOX, os.path.join(stage, "bin", "busybox"))
+    with open(os.path.join(stage, "init"), "w") as fh:
+        fh.write(INIT)
+    os.chmod(os.path.join(stage, "init"), 0o755)
+    run(f"cd {stage} && find . | cpio -o -H newc -R 0:0 --quiet | gzip -9 > {INITRAMFS}")
+    with open(stamp, "w") as fh:
+        fh.write(INIT)
+    return INITRAMFS
+
+
+def lab_name(name):
+    return name if name.startswith("lab-") else "lab-" + name
+
+
+def console_path(name):
+    return os.path.join(daemon.LAB, f"console-{name}.log")
+
+
+CPUTUNE_KEYS = {"shares", "period", "quota", "global_period", "global_quota",
+                "emulator_period", "emulator_quota", "iothread_period", "iothread_quota"}
+
+
+def parse_cputune(spec):
+    out = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        k, sep, v = item.partition("=")
+        if not sep or k not in CPUTUNE_KEYS:
+            raise LabError(f"bad --cputune item {item!r}; use KEY=VALUE with KEY one of "
+                           f"{', '.join(sorted(CPUTUNE_KEYS))}")
+        try:
+            int(v)
+        except ValueError:
+            raise LabError(f"bad --cputune value {item!r}: not an integer")
+        out[k] = v
+    return out
+
+
+def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
+               kernel=None):
+    from . import kernel as kmod
+    kernel = kernel or kmod.image(patched=True)
+    initrd = build_initramfs()
+    tune = "".join(f"<{k}>{v}</{k}>" for k, v in (cputune or {}).items())
+    vcpu = (f"<vcpu placement='static' current='{vcpus}'>{max_vcpus}</vcpu>"
+            if max_vcpus and max_vcpus > vcpus else f"<vcpu placement='static'>{vcpus}</vcpu>")
+    return f"""<domain type='qemu'>
+  <name>{escape(name)}</name>
+  <memory unit='MiB'>{memory}</memory>
+  {vcpu}
+  {'<cputune>' + tune + '</cputune>' if tune else ''}
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>{escape(kernel)}</kernel>
+    <initrd>{escape(initrd)}</initrd>
+    <cmdline>console=ttyS0 quiet panic=-1 unsteal.workload={workload}</cmdline>
+  </os>
+  <features><acpi/><apic/></features>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>destroy</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <controller type='usb' model='none'/>
+    <serial type='file'><source path='{escape(console_path(name))}'/><target port='0'/></serial>
+    <console type='file'><source path='{escape(console_path(name))}'/><target type='serial' port='0'/></console>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"""
+
+
+def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
+           persistent=False, wait_ready=True):
+    """Start a lab guest (transient unless persistent) and wait for its init to run."""
+    name = lab_name(name)
+    xml = domain_xml(name, vcpus, workload, memory, cputune, max_vcpus)
+    path = os.path.join(daemon.LAB, f"{name}.xml")
+    mkdirs(daemon.LAB)
+    with open(path, "w") as fh:
+        fh.write(xml)
+    if os.path.exists(console_path(name)):
+        os.unlink(console_path(name))
+    if persistent:
+        daemon.virsh(["define", path], capture=True)
+        daemon.virsh(["start", name], capture=True)
+    else:
+        daemon.virsh(["create", path], capture=True)
+    if wait_ready:
+        wait_console(name, "unsteal-guest: ready")
+    return name
+
+
+def wait_console(name, text, timeout=120):
+    t0 = time.monotonic()
+    path = console_path(name)
+    while time.monotonic() - t0 < timeout:
+        try:
+            with open(path, errors="replace") as fh:
+                if text in fh.read():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    tail = ""
+    try:
+        tail = open(path, errors="replace").read()[-2000:]
+    except OSError:
+        pass
+    raise LabError(f"guest {name} did not print {text!r} within {timeout}s; console:\n{tail}")
+
+
+def qemu_pid(name):
+    try:
+        return int(open(os.path.join(daemon.RUNDIR, "qemu", f"{name}.pid")).read().strip())
+    except (OSError, ValueError):
+        raise LabError(f"domain {name} is not running in the lab")
+
+
+def vcpu_tids(name):
+    """{vcpu index: TID} read from QEMU's thread names ('CPU N/TCG' or 'CPU N/KVM')."""
+    pid = qemu_pid(name)
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+        except OSError:
+            continue
+        if comm.startswith("CPU ") and "/" in comm:
+            out[int(comm[4:].split("/")[0])] = int(tid)
+    return dict(sorted(out.items()))
+
+
+def command(args):
+    name = lab_name(args.name)
+    tune = parse_cputune(args.cputune)
+    if args.action == "xml":
+        print(domain_xml(name, args.vcpus, args.workload, args.memory, tune))
+    elif args.action == "define":
+        path = os.path.join(daemon.LAB, f"{name}.xml")
+        mkdirs(daemon.LAB)
+        with open(path, "w") as fh:
+            fh.write(domain_xml(name, args.vcpus, args.workload, args.memory, tune))
+        daemon.virsh(["define", path])
+    elif args.action == "start":
+        daemon.virsh(["start", name])
+        wait_console(name, "unsteal-guest: ready")
+    elif args.action == "create":
+        create(name, args.vcpus, args.workload, args.memory, tune)
+        print(f"{name} running; vCPU threads: {vcpu_tids(name)}")
+    elif args.action == "destroy":
+        daemon.virsh(["destroy", name], check=False)

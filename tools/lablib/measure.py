@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Per-thread CPU share and steal from /proc/PID/task/TID/schedstat.
+
+schedstat's first field is the time the thread ran on a CPU, the second the
+time it waited on a run queue (both ns).  Over a window of W seconds:
+  share = Δrun / W     steal = Δwait / W
+This is what a guest would see as its own utilisation and steal per vCPU.
+"""
+
+import time
+
+
+def schedstat(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+        run_ns, wait_ns, _ = fh.read().split()
+    return int(run_ns), int(wait_ns)
+
+
+def cpu_cgroup(pid, tid):
+    """The thread's cgroup in the cpu controller's hierarchy (v1) or the v2 path."""
+    v2 = None
+    with open(f"/proc/{pid}/task/{tid}/cgroup") as fh:
+        for line in fh:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            if "cpu" in ctrls.split(","):
+                return path
+            if ctrls == "":
+                v2 = path
+    return v2
+
+
+def sample(threads, seconds):
+    """threads: {key: (pid, tid)} -> {key: (share, steal)} over `seconds`."""
+    t0 = time.monotonic()
+    before = {k: schedstat(*v) for k, v in threads.items()}
+    time.sleep(seconds)
+    after = {k: schedstat(*v) for k, v in threads.items()}
+    wall = (time.monotonic() - t0) * 1e9
+    return {k: ((after[k][0] - before[k][0]) / wall, (after[k][1] - before[k][1]) / wall)
+            for k in threads}
+
+
+def jain(xs):
+    xs = list(xs)
+    if not xs or not any(xs):
+        return 0.0
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))

@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Patch stacks: a pinned base plus a quilt-like series of git format-patch files.
+
+A stack directory (libvirt-patches/, kernel-patches/, or any directory with a
+BASE and a series file) is turned into a git work tree under _build/src/NAME:
+the base tarball is committed once as the tag 'base', then every patch of the
+series is applied with 'git am'.  Maintainers edit commits there and export
+them back with 'tools/lab export', which rewrites the numbered patch files and
+the series file with stable output (no version trailer, no commit ids).
+"""
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+
+from .common import BUILD, CACHE, LabError, mkdirs, read_kv, run, step
+from . import sources
+
+GIT_ID = {
+    "GIT_AUTHOR_NAME": "unsteal lab", "GIT_AUTHOR_EMAIL": "lab@unsteal.invalid",
+    "GIT_COMMITTER_NAME": "unsteal lab", "GIT_COMMITTER_EMAIL": "lab@unsteal.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+def git(args, cwd, **kw):
+    return run(["git", "-c", "core.autocrlf=false", "-c", "advice.detachedHead=false"] + args,
+               cwd=cwd, **kw)
+
+
+def read_series(stack_dir):
+    path = os.path.join(stack_dir, "series")
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if not os.path.exists(os.path.join(stack_dir, line)):
+                raise LabError(f"{path}:{n}: patch {line} does not exist")
+            out.append(line)
+    return out
+
+
+def series_hash(stack_dir):
+    h = hashlib.sha256()
+    for name in ["BASE", "series"] + read_series(stack_dir):
+        p = os.path.join(stack_dir, name)
+        if os.path.exists(p):
+            h.update(name.encode() + b"\0")
+            with open(p, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def worktree_path(stack_dir):
+    return os.path.join(BUILD, "src", read_kv(os.path.join(stack_dir, "BASE"))["name"])
+
+
+def _base_repo(stack_dir):
+    """A pristine git repository of the base tarball, cached across work trees."""
+    base, paths = sources.fetch_base(stack_dir)
+    untracked = _untracked(base)
+    tag = hashlib.sha256(" ".join(untracked).encode()).hexdigest()[:8] if untracked else "all"
+    repo = os.path.join(CACHE, "bases", f"{base['name']}-{base['version']}-{tag}.git")
+    if os.path.exists(os.path.join(repo, "refs", "tags", "base")) or \
+            _has_tag(repo, "base"):
+        return base, repo
+    step(f"worktree: committing the {base['name']} {base['version']} base (one-off, cached)")
+    tmp = repo + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    mkdirs(tmp)
+    run(["tar", "-xf", paths["orig"], "-C", tmp, "--strip-components=1"], quiet=True)
+    for rel in untracked:
+        shutil.rmtree(os.path.join(tmp, rel))
+    git(["init", "-q", "-b", "main"], cwd=tmp)
+    git(["add", "-A", "-f"], cwd=tmp, quiet=True)
+    git(["commit", "-q", "--no-verify", "-m",
+         f"base: {base['name']} {base['version']} ({os.path.basename(paths['orig'])})"],
+        cwd=tmp, env=GIT_ID)
+    git(["tag", "base"], cwd=tmp)
+    shutil.rmtree(repo, ignore_errors=True)
+    git(["clone", "-q", "--bare", tmp, repo], cwd=CACHE)
+    shutil.rmtree(tmp)
+    return base, repo
+
+
+def _untracked(base):
+    """Paths of the tarball kept out of git, as upstream keeps its submodules.
+
+    libvirt's release tarball carries subprojects/keycodemapdb, a git
+    submodule upstream; committed as plain files, libvirt's syntax-check
+    (which lists files with 'git ls-files') would lint a foreign project.
+    """
+    return [p.strip().strip("/") for p in base.get("untracked", "").split() if p.strip()]
+
+
+def _add_untracked(stack_dir, tree):
+    base, paths = sources.fetch_base(stack_dir)
+    untracked = _untracked(base)
+    if not untracked:
+        return
+    run(["tar", "-xf", paths["orig"], "-C", tree, "--strip-components=1"]
+        + [f"{base['topdir']}/{rel}" for rel in untracked], quiet=True)
+    with open(os.path.join(tree, ".git", "info", "exclude"), "a") as fh:
+        fh.write("".join(f"/{rel}/\n" for rel in untracked))
+
+
+def _has_tag(repo, tag):
+    if not os.path.isdir(repo):
+        return False
+    p = git(["rev-parse", "-q", "--verify", f"refs/tags/{tag}"], cwd=repo, check=False,
+            capture=True)
+    return p.returncode == 0
+
+
+def _state_path(wt):
+    return os.path.join(wt, ".git", "unsteal-state.json")
+
+
+def _load_state(wt):
+    try:
+        with open(_state_path(wt)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _head(wt):
+    return git(["rev-parse", "HEAD"], cwd=wt, capture=True).stdout.strip()
+
+
+def apply_series(stack_dir, wt, patches=None, on_applied=None):
+    """git am the series (or the given prefix of it) onto the work tree; name the bad patch."""
+    patches = read_series(stack_dir) if patches is None else patches
+    for i, name in enumerate(patches, 1):
+        p = git(["am", "-q", "--keep-cr", "--committer-date-is-author-date",
+                 os.path.join(stack_dir, name)], cwd=wt, check=False, capture=True,
+                env={k: v for k, v in GIT_ID.items() if k.startswith("GIT_COMMITTER_")})
+        if p.returncode != 0:
+            git(["am", "--abort"], cwd=wt, check=False, capture=True)
+            raise LabError(f"patch {i}/{len(patches)} {stack_dir}/{name} does not apply:\n"
+                           + (p.stdout + p.stderr).strip())
+        if on_applied:
+            on_applied(i, name)
+
+
+def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
+    """Create _build/src/NAME with the series applied, or reuse it when up to date."""
+    wt = worktree_path(stack_dir)
+    want = series_hash(stack_dir)
+    state = _load_state(wt) if os.path.isdir(wt) else None
+    if state and not force:
+        if state.get("series") == want:
+            if not quiet_reuse:
+                step(f"worktree: {wt} is up to date with {os.path.basename(stack_dir)}/series")
+            return wt
+        if _head(wt) != state.get("head"):
+            raise LabError(
+                f"{wt} has commits that are not exported, and {stack_dir} changed since the work "
+                f"tree was made.\n  export them first: tools/lab export "
+                f"{_stack_key(stack_dir)}\n  or throw them away: tools/lab worktree "
+                f"{_stack_key(stack_dir)} --force")
+        step(f"worktree: {os.path.basename(stack_dir)} changed; recreating {wt}")
+    base, repo = _base_repo(stack_dir)
+    shutil.rmtree(wt, ignore_errors=True)
+    mkdirs(os.path.dirname(wt))
+    step(f"worktree: cloning the base into {wt}")
+    git(["clone", "-q", "--shared" if False else "--local", repo, wt], cwd=BUILD, quiet=True)
+    git(["config", "user.name", "unsteal lab"], cwd=wt)
+    git(["config", "user.email", "lab@unsteal.invalid"], cwd=wt)
+    git(["fetch", "-q", "origin", "refs/tags/base:refs/tags/base"], cwd=wt, check=False,
+        capture=True)
+    _add_untracked(stack_dir, wt)
+    patches = read_series(stack_dir)
+    step(f"worktree: applying {len(patches)} patch(es) from {os.path.basename(stack_dir)}/series")
+    apply_series(stack_dir, wt, patches)
+    with open(_state_path(wt), "w") as fh:
+        json.dump({"series": want, "head": _head(wt)}, fh)
+    return wt
+
+
+def _stack_key(stack_dir):
+    from .common import STACKS
+    for k, v in STACKS.items():
+        if os.path.samefile(v, stack_dir):
+            return k
+    return stack_dir
+
+
+def export(stack_dir):
+    """Write the work tree's commits since 'base' back as the stack's patches and series."""
+    wt = worktree_path(stack_dir)
+    if not os.path.isdir(wt):
+        raise LabError(f"no work tree at {wt}; create one with tools/lab worktree "
+                       f"{_stack_key(stack_dir)}")
+    dirty = git(["status", "--porcelain", "--untracked-files=no"], cwd=wt,
+                capture=True).stdout.strip()
+    if dirty:
+        raise LabError(f"{wt} has uncommitted changes; commit them (git commit / "
+                       f"git commit --fixup) before exporting:\n{dirty}")
+    tmp = tempfile.mkdtemp(dir=BUILD, prefix="export-")
+    try:
+        git(["format-patch", "-q", "--zero-commit", "--no-signature", "-N",
+             "--full-index", "--no-renames", "-o", tmp, "base..HEAD"], cwd=wt)
+        new = sorted(os.listdir(tmp))
+        for old in read_series(stack_dir) + [os.path.basename(p) for p in glob.glob(
+                os.path.join(stack_dir, "[0-9][0-9][0-9][0-9]-*.patch"))]:
+            path = os.path.join(stack_dir, old)
+            if os.path.exists(path):
+                os.unlink(path)
+        for name in new:
+            shutil.move(os.path.join(tmp, name), os.path.join(stack_dir, name))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with open(os.path.join(stack_dir, "series"), "w") as fh:
+        fh.write("".join(n + "\n" for n in new))
+    with open(_state_path(wt), "w") as fh:
+        json.dump({"series": series_hash(stack_dir), "head": _head(wt)}, fh)
+    step(f"export: wrote {len(new)} patch(es) and series to {stack_dir}")
+    return new
+
+
+HDR_RE = re.compile(r"^Subject:\s*(?:\[PATCH[^]]*\]\s*)?(.*)$", re.M)
+
+
+def lint_patch(path):
+    """Problems with one patch's message: subject, body saying why, Signed-off-by."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    problems = []
+    head, sep, _ = text.partition("\n---\n")
+    if not sep:
+        head, sep, _ = text.partition("\ndiff --git")
+    hdrs, _, body = head.partition("\n\n")
+    m = HDR_RE.search(hdrs)
+    subject = m.group(1).strip() if m else ""
+    if not subject:
+        problems.append("no Subject")
+    elif not re.match(r"^[A-Za-z0-9_./,{} -]+: \S", subject):
+        problems.append(f"subject {subject!r} lacks a 'subsystem: ' prefix")
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    sob = [ln for ln in lines if ln.startswith("Signed-off-by: ")]
+    prose = [ln for ln in lines if not re.match(r"^[A-Z][A-Za-z-]+: ", ln)]
+    if not sob:
+        problems.append("no Signed-off-by")
+    if len(" ".join(prose).split()) < 8:
+        problems.append("no body saying why (fewer than 8 words)")
+    if "\ndiff --git" not in text:
+        problems.append("no diff")
+    return problems
+
+
+def check(stack_dir, build_each=None):
+    """Every patch lints clean and applies in order; optionally each prefix builds."""
+    patches = read_series(stack_dir)
+    listed = set(patches)
+    stray = [os.path.basename(p) for p in glob.glob(os.path.join(stack_dir, "*.patch"))
+             if os.path.basename(p) not in listed]
+    errors = []
+    if stray:
+        errors.append(f"{stack_dir}: patches not in series: {' '.join(stray)}")
+    for name in patches:
+        for prob in lint_patch(os.path.join(stack_dir, name)):
+            errors.append(f"{stack_dir}/{name}: {prob}")
+    if errors:
+        raise LabError("patch check failed:\n  " + "\n  ".join(errors))
+    base, repo = _base_repo(stack_dir)
+    tree = os.path.join(BUILD, "check", base["name"])
+    shutil.rmtree(tree, ignore_errors=True)
+    mkdirs(os.path.dirname(tree))
+    git(["clone", "-q", "--local", repo, tree], cwd=BUILD, quiet=True)
+    git(["config", "user.name", "unsteal lab"], cwd=tree)
+    git(["config", "user.email", "lab@unsteal.invalid"], cwd=tree)
+    _add_untracked(stack_dir, tree)
+
+    def built(i, name):
+        if build_each:
+            step(f"check: building with patches 1..{i} ({name})")
+            build_each(tree, f"patch {i}/{len(patches)} {stack_dir}/{name}")
+
+    if build_each and patches:
+        step("check: building the unpatched base first")
+        build_each(tree, "the unpatched base")
+    apply_series(stack_dir, tree, patches, on_applied=built)
+    step(f"check: {stack_dir}: {len(patches)} patch(es) lint clean and apply in order")
+    shutil.rmtree(tree, ignore_errors=True)

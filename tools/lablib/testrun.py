@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab test: every test the project has, ending with 'N passed, N failed'.
+
+Stages, in order: setup; the patch checks of both stacks (every patch lints
+clean and applies in order); the builds; libvirt's own test suite and
+syntax-check on the patched tree; our meson tests (unit tests of src/ and the
+integration tests that drive real guests through the lab daemon); the kernel
+selftests in QEMU once the kernel series has patches.
+"""
+
+import os
+import traceback
+
+from .common import LabError, STACKS, step
+from . import sources, stack
+
+
+class Tally:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+        self.failures = []
+
+    def stage(self, name, fn):
+        step(f"test: {name}")
+        try:
+            res = fn()
+        except LabError as e:
+            print(f"lab: FAIL: {name}: {e}", flush=True)
+            self.failed += 1
+            self.failures.append(name)
+            return None
+        except Exception:
+            traceback.print_exc()
+            self.failed += 1
+            self.failures.append(name)
+            return None
+        if isinstance(res, tuple):
+            ok, bad = res
+            self.passed += ok
+            self.failed += bad
+            if bad:
+                self.failures.append(f"{name} ({bad} failed)")
+        else:
+            self.passed += 1
+        return res
+
+
+def run_all(quick=False):
+    t = Tally()
+    if os.geteuid() == 0:
+        t.stage("setup (deb-src entries, packages, pinned sources)", sources.setup)
+    else:
+        print("lab: not root: skipping setup, the lab daemon and integration tests need root")
+    for key, d in STACKS.items():
+        t.stage(f"{key} series: lint and apply in order",
+                lambda d=d: stack.check(d))
+    from . import libvirt, kernel, ownsrc, guest
+    built = t.stage("build libvirt", lambda: libvirt.build()) is not None
+    t.stage("build kernel", lambda: kernel.build(patched=True))
+    t.stage("build guest initramfs", guest.build_initramfs)
+    if built and not quick:
+        t.stage("libvirt's own test suite and syntax-check",
+                lambda: libvirt.test_suite(syntax_check=True))
+    t.stage("our tests (meson test)", ownsrc.test)
+    if stack.read_series(STACKS["kernel"]):
+        try:
+            from . import kselftest
+        except ImportError:
+            kselftest = None
+        if kselftest:
+            t.stage("kernel selftests in QEMU (patched)", lambda: kselftest.run("patched"))
+    if t.failures:
+        print("lab: failed stages: " + "; ".join(t.failures))
+    print(f"{t.passed} passed, {t.failed} failed", flush=True)
+    return 1 if t.failed else 0
