@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* unsteal: utilisation, steal, idle/busy steal from two snapshots. */
+#pragma once
+
+#include <glib.h>
+
+#include "proc.h"
+
+#define US_DEFAULT_BUSY_THRESHOLD 90.0 /* percent of the vCPU count */
+
+typedef enum {
+	US_PLACE_UNKNOWN = 0,
+	US_PLACE_OWN,     /* under the domain's own group */
+	US_PLACE_SHARED,  /* outside it (e.g. a per-host vCPU group) */
+	US_PLACE_MIXED,   /* domain only: some vCPUs own, some shared */
+} UsPlacement;
+
+const gchar *us_placement_name(UsPlacement p);
+
+/* Interval deltas of one cpu cgroup. */
+typedef struct {
+	gchar *key;
+	gchar *path;
+	gint version;
+	gboolean have_throttle;
+	guint64 periods;        /* Δnr_periods */
+	guint64 throttled;      /* Δnr_throttled */
+	gdouble throttled_s;    /* Δthrottled time, seconds */
+	gdouble throttled_ratio;/* throttled_s / Δt */
+	gboolean have_quota;
+	gdouble quota_cpus;     /* < 0: unlimited */
+	gboolean have_pressure;
+	gdouble pressure_some;  /* Δsome total / Δt */
+	guint users;            /* vCPU threads in it */
+} UsCgroupResult;
+
+/* All ratios are fractions of the interval (1.0 = the whole interval). */
+typedef struct {
+	gint vcpu;
+	gint tid;
+	gchar *cpus;            /* allowed CPU list, NULL = all */
+	gchar *cgroup;          /* cpu cgroup path, NULL if unknown */
+	UsPlacement placement;
+	gdouble util;
+	gdouble steal;
+	gdouble idle_frac;      /* host idle fraction of the allowed CPUs */
+	gdouble idle_steal;
+	gdouble busy_steal;
+	gdouble run_s, wait_s;  /* cumulative schedstat, seconds */
+} UsVcpuResult;
+
+typedef struct {
+	gchar *name;
+	gint pid;
+	gchar *group;
+	guint nvcpus;
+	/* averages over the domain's vCPUs (fraction of one vCPU) */
+	gdouble util, steal, idle_steal, busy_steal;
+	gboolean busy;
+	UsPlacement placement;
+	/* sums over the distinct cpu cgroups of the vCPUs */
+	gboolean have_throttle;
+	guint64 periods, throttled;
+	gdouble throttled_ratio;
+	gboolean have_quota;
+	gdouble quota_cpus;      /* sum of quotas, < 0 if any is unlimited */
+	GPtrArray *cgroups;      /* UsCgroupResult* (borrowed) */
+	GPtrArray *vcpus;        /* UsVcpuResult* */
+} UsDomainResult;
+
+typedef struct {
+	gdouble interval;        /* Δt, seconds */
+	gint64 realtime_us;
+	guint ncpus;
+	gdouble idle;            /* host idle fraction, all CPUs */
+	guint ndomains, nvcpus;
+	/* sums in vCPU-seconds per second */
+	gdouble util, steal, idle_steal, busy_steal;
+	GPtrArray *domains;      /* UsDomainResult* */
+	GPtrArray *cgroups;      /* UsCgroupResult*, sorted by key */
+	GPtrArray *skipped;      /* strings */
+} UsResult;
+
+typedef struct {
+	gdouble busy_threshold;  /* percent, default 90 */
+} UsModelOptions;
+
+/* Compute interval figures between A (earlier) and B (later).  Returns
+ * NULL, with *ERR set, only if the interval is not positive. */
+UsResult *us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
+                           const UsModelOptions *opt, gchar **err);
+void us_result_free(UsResult *r);
