@@ -11,6 +11,7 @@ import os
 import time
 
 import labtest
+import vcpucg
 from labtest import daemon, guest, measure
 
 
@@ -31,18 +32,18 @@ def main(t):
     pid = guest.qemu_pid(name)
     tids = guest.vcpu_tids(name)
     t.eq(sorted(tids), [0, 1], "QEMU runs one thread per vCPU")
+    dom = vcpucg.domain_group(name)
+    t.ok(dom is not None, "the domain has its own group in the cpu hierarchy")
     for idx, tid in tids.items():
-        t.eq(labtest.thread_cgroup(pid, tid, "cpu"),
-             f"/machine/{name}.libvirt-qemu/vcpu{idx}",
+        t.eq(labtest.thread_cgroup(pid, tid, "cpu"), f"{dom}/vcpu{idx}",
              f"vCPU {idx} is in its per-domain cpu group")
-        t.ok(tid in labtest.cgroup_tasks("cpu", f"/machine/{name}.libvirt-qemu/vcpu{idx}"),
+        t.ok(tid in labtest.cgroup_tasks("cpu", f"{dom}/vcpu{idx}"),
              f"vCPU {idx} is listed in that group's tasks file")
     res = measure.sample({i: (pid, tid) for i, tid in tids.items()}, 2)
     for idx, (share, steal) in res.items():
         t.ok(share + steal > 0.5, f"busy vCPU {idx} is runnable most of the time",
              f"share {share:.2f} steal {steal:.2f}")
-    dom_groups = [os.path.join(m, "machine", f"{name}.libvirt-qemu")
-                  for m, _ in daemon.cgroup_mounts()]
+    dom_groups = [os.path.join(m, dom.lstrip("/")) for m, _ in daemon.cgroup_mounts()]
     t.ok(any(os.path.isdir(g) for g in dom_groups), "the domain's cgroups exist while it runs")
     daemon.stop()
     time.sleep(0.2)

@@ -61,6 +61,10 @@ def _pid(name):
                 return None
     except OSError:
         return None
+    # A daemon whose parent (an earlier tools/lab) is gone may linger as a
+    # zombie until init reaps it: that is not a running daemon.
+    if _zombie(pid):
+        return None
     return pid
 
 
@@ -75,7 +79,7 @@ def cgroup_mounts():
     return out
 
 
-def _write_conf(vcpu_cgroup):
+def _write_conf(vcpu_cgroup, extra=None):
     mkdirs(LAB, os.path.join(BUILD, "logs"))
     lines = [
         "# Written by tools/lab start: the lab daemon runs QEMU as root with no",
@@ -87,6 +91,8 @@ def _write_conf(vcpu_cgroup):
     ]
     if vcpu_cgroup:
         lines.append(f'vcpu_cgroup = "{vcpu_cgroup}"')
+    for key, value in (extra or {}).items():
+        lines.append(f"{key} = {value}")
     with open(QEMU_CONF, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     conf = os.path.join(LAB, "virtqemud.conf")
@@ -135,11 +141,12 @@ def _spawn(name, args):
     return p.pid
 
 
-def start(vcpu_cgroup=None, quiet=False):
+def start(vcpu_cgroup=None, quiet=False, extra=None):
+    """(Re)start the lab daemons; extra: more qemu.conf lines {key: raw value}."""
     require_root("tools/lab start")
     mkdirs(LAB, RUNDIR, os.path.join(BUILD, "logs"))
     _record_preexisting()
-    conf = _write_conf(vcpu_cgroup)
+    conf = _write_conf(vcpu_cgroup, extra)
     if _pid("virtlogd") is None:
         step("lab: starting virtlogd")
         pid = _spawn("virtlogd", [])

@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""vcpu_cgroup = "per-host": live schedinfo moves, --config, emulator tunables.
+
+A live change that makes a domain's vCPU tunables diverge moves its vCPU
+threads into their own groups, which carry the new limit before the move;
+writing the defaults back moves them into the shared group.  --config
+changes take effect at the next start.  Emulator tunables never move vCPUs.
+"""
+
+import labtest
+import vcpucg
+from labtest import daemon, guest
+
+
+def main(t):
+    daemon.stop()
+    daemon.start(vcpu_cgroup="per-host", quiet=True)
+    a = guest.create("vc-live", vcpus=2, workload="idle", persistent=True)
+    dom = vcpucg.domain_group(a)
+    t.ok(vcpucg.all_shared(a), "starts in the shared group", vcpucg.placement_report(a))
+
+    cases = [
+        ("vcpu_quota=50000", "vcpu_quota=-1", "vcpu0", "cpu.cfs_quota_us", "50000"),
+        ("vcpu_period=50000", "vcpu_period=100000", "vcpu0", "cpu.cfs_period_us", "50000"),
+        ("cpu_shares=2048", "cpu_shares=1024", "", "cpu.shares", "2048"),
+        ("global_quota=150000", "global_quota=-1", "", "cpu.cfs_quota_us", "150000"),
+    ]
+    for diverge, reset, sub, knob, want in cases:
+        p = vcpucg.schedinfo(a, diverge)
+        t.ok(p.returncode == 0, f"schedinfo --live --set {diverge} succeeds", p.stderr)
+        t.ok(vcpucg.all_own(a), f"{diverge}: vCPUs moved into their own groups",
+             vcpucg.placement_report(a))
+        path = f"{dom}/{sub}" if sub else dom
+        t.eq(labtest.cgroup_value("cpu", path, knob), want,
+             f"{diverge}: {path}/{knob} holds the requested value")
+        t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain",
+             f"{diverge}: domstats says per-domain")
+        p = vcpucg.schedinfo(a, reset)
+        t.ok(p.returncode == 0, f"schedinfo --live --set {reset} succeeds", p.stderr)
+        t.ok(vcpucg.all_shared(a), f"{reset}: vCPUs back in the shared group",
+             vcpucg.placement_report(a))
+
+    p = vcpucg.schedinfo(a, "emulator_quota=50000")
+    t.ok(p.returncode == 0, "emulator_quota can be set", p.stderr)
+    t.ok(vcpucg.all_shared(a), "emulator tunables do not move vCPUs")
+    t.eq(labtest.cgroup_value("cpu", f"{dom}/emulator", "cpu.cfs_quota_us"), "50000",
+         "the emulator group holds its quota")
+    vcpucg.schedinfo(a, "emulator_quota=-1")
+
+    p = vcpucg.schedinfo(a, "vcpu_quota=500", live=True)
+    t.ok(p.returncode != 0, "an out-of-range quota is refused", p.stdout)
+    t.ok(vcpucg.all_shared(a), "a refused change leaves the vCPUs where they were")
+
+    p = vcpucg.schedinfo(a, "cpu_shares=4096", live=False, config=True)
+    t.ok(p.returncode == 0, "schedinfo --config succeeds", p.stderr)
+    t.ok(vcpucg.all_shared(a), "--config does not move the running domain")
+    daemon.virsh(["destroy", a], capture=True)
+    daemon.virsh(["start", a], capture=True)
+    guest.wait_console(a, "unsteal-guest: ready")
+    t.ok(vcpucg.all_own(a), "--config shares=4096: own groups at the next start",
+         vcpucg.placement_report(a))
+    vcpucg.schedinfo(a, "cpu_shares=1024", live=False, config=True)
+    daemon.virsh(["destroy", a], capture=True)
+    daemon.virsh(["start", a], capture=True)
+    guest.wait_console(a, "unsteal-guest: ready")
+    t.ok(vcpucg.all_shared(a), "--config shares back at 1024: shared at the next start",
+         vcpucg.placement_report(a))
+
+
+labtest.run(main)
