@@ -156,6 +156,10 @@ def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
     wt = worktree_path(stack_dir)
     want = series_hash(stack_dir)
     state = _load_state(wt) if os.path.isdir(wt) else None
+    if os.path.isdir(wt) and not state and not force:
+        raise LabError(f"{wt} exists but was not made completely (a patch did not apply?); "
+                       f"finish it by hand (git am -3 ..., then tools/lab export "
+                       f"{_stack_key(stack_dir)}) or recreate it with --force")
     if state and not force:
         if state.get("series") == want:
             if not quiet_reuse:
