@@ -120,6 +120,18 @@ def _available_versions(package):
     return cmp
 
 
+_VERIFIED = {}
+
+
+def _cached_ok(path, pin):
+    """sha256 of a cached file matches the pin (hashed once per process)."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns, pin)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = sha256_file(path) == pin
+    return _VERIFIED[key]
+
+
 def fetch_base(stack_dir, which=("orig",)):
     """Fetch (or reuse from the cache) the pinned tarballs of a stack, verified."""
     base = read_kv(os.path.join(stack_dir, "BASE"))
@@ -130,8 +142,7 @@ def fetch_base(stack_dir, which=("orig",)):
         fname, pin = base[kind], base[f"{kind}_sha256"]
         dest = os.path.join(SOURCES, fname)
         if os.path.exists(dest):
-            got = sha256_file(dest)
-            if got == pin:
+            if _cached_ok(dest, pin):
                 paths[kind] = dest
                 continue
             step(f"sources: cached {fname} does not match the pin; fetching it again")
@@ -164,8 +175,11 @@ def fetch_base(stack_dir, which=("orig",)):
                            f"{stack_dir}/BASE")
         os.rename(tmp, dest)
         paths[kind] = dest
-    step(f"sources: {base['package']} {base['version']}: "
-         f"{', '.join(os.path.basename(p) for p in paths.values())} verified")
+    msg = (f"sources: {base['package']} {base['version']}: "
+           f"{', '.join(os.path.basename(p) for p in paths.values())} verified")
+    if msg not in _VERIFIED:
+        _VERIFIED[msg] = True
+        step(msg)
     return base, paths
 
 

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The patch-stack tooling on a tiny stack of its own (no network, no root).
+
+A throw-away base tarball is placed in a private cache with its sha256 in a
+BASE file, so fetch_base never needs the archive.  Checks: a work tree is the
+base plus the series as commits; export round-trips byte for byte; check
+names a patch that does not apply or lacks a Signed-off-by; a wrong sha256
+pin is reported with the BASE file's name.
+"""
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORK = tempfile.mkdtemp(prefix="unsteal-stack-test-")
+os.environ["UNSTEAL_BUILD"] = os.path.join(WORK, "build")
+os.environ["UNSTEAL_CACHE"] = os.path.join(WORK, "cache")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from lablib import stack  # noqa: E402
+from lablib.common import LabError  # noqa: E402
+
+n = 0
+failed = 0
+
+
+def ok(cond, what, detail=""):
+    global n, failed
+    n += 1
+    print(f"{'ok' if cond else 'not ok'} {n} - {what}")
+    if not cond:
+        failed += 1
+        for line in str(detail).splitlines():
+            print(f"# {line}")
+
+
+def make_base():
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:xz") as tar:
+        for name, text in [("demo-1.0/hello.c", "int main(void) { return 0; }\n"),
+                           ("demo-1.0/README", "demo\n")]:
+            blob = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(blob))
+    raw = data.getvalue()
+    src = os.path.join(os.environ["UNSTEAL_CACHE"], "sources")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(src, "demo_1.0.orig.tar.xz"), "wb") as fh:
+        fh.write(raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def make_stack(sha):
+    d = os.path.join(WORK, "demo-patches")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "BASE"), "w") as fh:
+        fh.write("name=demo\npackage=demo\nversion=1.0-1\ntopdir=demo-1.0\n"
+                 f"orig=demo_1.0.orig.tar.xz\norig_sha256={sha}\n")
+    open(os.path.join(d, "series"), "w").close()
+    return d
+
+
+def git(wt, *args):
+    return subprocess.run(["git", "-C", wt, "-c", "user.name=T", "-c", "user.email=t@t.invalid"]
+                          + list(args), check=True, capture_output=True, text=True).stdout
+
+
+def commit(wt, path, text, subject, body, signoff=True):
+    with open(os.path.join(wt, path), "a") as fh:
+        fh.write(text)
+    git(wt, "add", path)
+    msg = f"{subject}\n\n{body}\n" + ("\nSigned-off-by: T <t@t.invalid>\n" if signoff else "")
+    git(wt, "commit", "-q", "-m", msg)
+
+
+def main():
+    sha = make_base()
+    d = make_stack(sha)
+    wt = stack.ensure_worktree(d)
+    ok(os.path.exists(os.path.join(wt, "hello.c")), "work tree holds the base")
+    ok(git(wt, "tag").split() == ["base"], "the base is tagged 'base'")
+
+    commit(wt, "hello.c", "/* one */\n", "demo: Add the first comment",
+           "The first comment explains nothing but exists for the test.")
+    commit(wt, "README", "two\n", "docs: Extend the README",
+           "A second patch so that the series has an order to keep.")
+    names = stack.export(d)
+    ok(len(names) == 2 and open(os.path.join(d, "series")).read().split() == names,
+       "export writes two patches and the series", names)
+    first = {x: open(os.path.join(d, x)).read() for x in names}
+    ok(all(x.startswith("From 0000000000000000000000000000000000000000") for x in first.values()),
+       "exported patches carry no commit id")
+    ok(all("\n-- \n" not in x for x in first.values()), "exported patches carry no version trailer")
+    stack.export(d)
+    again = {x: open(os.path.join(d, x)).read() for x in names}
+    ok(first == again, "exporting again changes nothing")
+
+    try:
+        stack.check(d)
+        ok(True, "a good series passes check")
+    except LabError as e:
+        ok(False, "a good series passes check", e)
+
+    # A work tree created from the exported stack has the same commits.
+    wt2 = stack.ensure_worktree(d, force=True)
+    ok(git(wt2, "log", "--format=%s", "base..").split("\n")[:2] ==
+       ["docs: Extend the README", "demo: Add the first comment"],
+       "the series re-applies as the same commits")
+
+    # A patch that does not apply is named.
+    bad = os.path.join(d, names[1])
+    good_text = open(bad).read()
+    with open(bad, "w") as fh:
+        fh.write(good_text.replace("\n demo\n+two", "\n not the base\n+two"))
+    try:
+        stack.check(d)
+        ok(False, "check fails on a broken patch")
+    except LabError as e:
+        ok(names[1] in str(e) and "does not apply" in str(e),
+           "check names the patch that does not apply", e)
+    with open(bad, "w") as fh:
+        fh.write(good_text)
+
+    # A patch without Signed-off-by or body is named.
+    with open(bad, "w") as fh:
+        fh.write(good_text.replace("Signed-off-by: T <t@t.invalid>\n", ""))
+    try:
+        stack.check(d)
+        ok(False, "check fails without Signed-off-by")
+    except LabError as e:
+        ok(names[1] in str(e) and "Signed-off-by" in str(e),
+           "check names the patch without Signed-off-by", e)
+    with open(bad, "w") as fh:
+        fh.write(good_text)
+
+    # A wrong pin is reported with the BASE file.  The cached tarball no
+    # longer matches, and the (made-up) package is not in any apt index.
+    base = os.path.join(d, "BASE")
+    text = open(base).read()
+    with open(base, "w") as fh:
+        fh.write(text.replace(sha, "0" * 64))
+    try:
+        stack.check(d)
+        ok(False, "a wrong sha256 pin fails")
+    except LabError as e:
+        ok(base in str(e), "a wrong sha256 pin is reported with the BASE file", e)
+    except Exception as e:  # noqa: BLE001
+        ok(False, "a wrong sha256 pin is reported with the BASE file", repr(e))
+    print(f"1..{n}")
+    subprocess.run(["rm", "-rf", WORK])
+    return 1 if failed else 0
+
+
+sys.exit(main())
