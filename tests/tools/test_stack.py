@@ -114,31 +114,25 @@ def main():
        ["docs: Extend the README", "demo: Add the first comment"],
        "the series re-applies as the same commits")
 
-    # A patch that does not apply is named.
+    # A broken patch is named: one whose context does not match, one
+    # without Signed-off-by.
     bad = os.path.join(d, names[1])
     good_text = open(bad).read()
-    with open(bad, "w") as fh:
-        fh.write(good_text.replace("\n demo\n+two", "\n not the base\n+two"))
-    try:
-        stack.check(d)
-        ok(False, "check fails on a broken patch")
-    except LabError as e:
-        ok(names[1] in str(e) and "does not apply" in str(e),
-           "check names the patch that does not apply", e)
-    with open(bad, "w") as fh:
-        fh.write(good_text)
-
-    # A patch without Signed-off-by or body is named.
-    with open(bad, "w") as fh:
-        fh.write(good_text.replace("Signed-off-by: T <t@t.invalid>\n", ""))
-    try:
-        stack.check(d)
-        ok(False, "check fails without Signed-off-by")
-    except LabError as e:
-        ok(names[1] in str(e) and "Signed-off-by" in str(e),
-           "check names the patch without Signed-off-by", e)
-    with open(bad, "w") as fh:
-        fh.write(good_text)
+    for broken, words, what in [
+        (good_text.replace("\n demo\n+two", "\n not the base\n+two"), "does not apply",
+         "check names the patch that does not apply"),
+        (good_text.replace("Signed-off-by: T <t@t.invalid>\n", ""), "Signed-off-by",
+         "check names the patch without Signed-off-by"),
+    ]:
+        with open(bad, "w") as fh:
+            fh.write(broken)
+        try:
+            stack.check(d)
+            ok(False, what, "check passed")
+        except LabError as e:
+            ok(names[1] in str(e) and words in str(e), what, e)
+        with open(bad, "w") as fh:
+            fh.write(good_text)
 
     # A wrong pin is reported with the BASE file.  The cached tarball no
     # longer matches, and the (made-up) package is not in any apt index.
