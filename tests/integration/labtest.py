@@ -14,8 +14,11 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from lablib import daemon, guest, measure  # noqa: E402,F401
+from lablib import common, daemon, guest, measure  # noqa: E402,F401
 from lablib.common import LabError  # noqa: E402,F401
+
+# stdout is TAP; the lab's progress lines go to stderr.
+common.PROGRESS = sys.stderr
 from lablib.libvirt import PREFIX  # noqa: E402
 
 CGROOT = "/sys/fs/cgroup"

@@ -22,8 +22,10 @@ os.environ["UNSTEAL_BUILD"] = os.path.join(WORK, "build")
 os.environ["UNSTEAL_CACHE"] = os.path.join(WORK, "cache")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from lablib import stack  # noqa: E402
+from lablib import common, stack  # noqa: E402
 from lablib.common import LabError  # noqa: E402
+
+common.PROGRESS = sys.stderr  # stdout is TAP
 
 n = 0
 failed = 0

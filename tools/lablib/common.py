@@ -29,10 +29,14 @@ class LabError(Exception):
 _t0 = time.monotonic()
 
 
+# Where progress lines go; test harnesses that speak TAP on stdout set stderr.
+PROGRESS = sys.stdout
+
+
 def step(msg):
     """One line of progress per step, with elapsed time since the command started."""
     el = time.monotonic() - _t0
-    print(f"lab [{int(el) // 60:02d}:{int(el) % 60:02d}] {msg}", flush=True)
+    print(f"lab [{int(el) // 60:02d}:{int(el) % 60:02d}] {msg}", file=PROGRESS, flush=True)
 
 
 def warn(msg):

@@ -112,14 +112,14 @@ def _record_preexisting():
         json.dump(pre, fh)
 
 
-def _wait_socket(pid, timeout=60):
+def _wait_socket(proc, timeout=60):
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if os.path.exists(SOCK):
             p = virsh(["version"], check=False, capture=True, timeout=30)
             if p.returncode == 0:
                 return
-        if not os.path.exists(f"/proc/{pid}"):
+        if proc.poll() is not None:
             break
         time.sleep(0.3)
     raise LabError(f"virtqemud did not come up; see {BUILD}/logs/virtqemud.log and "
@@ -138,7 +138,7 @@ def _spawn(name, args):
     # Not daemonised (no -d): the PID we started is the daemon's own.
     with open(os.path.join(LAB, f"{name}.labpid"), "w") as fh:
         fh.write(str(p.pid))
-    return p.pid
+    return p
 
 
 def start(vcpu_cgroup=None, quiet=False, extra=None):
@@ -149,11 +149,11 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
     conf = _write_conf(vcpu_cgroup, extra)
     if _pid("virtlogd") is None:
         step("lab: starting virtlogd")
-        pid = _spawn("virtlogd", [])
+        proc = _spawn("virtlogd", [])
         logsock = os.path.join(RUNDIR, "virtlogd-sock")
         t0 = time.monotonic()
         while not os.path.exists(logsock):
-            if time.monotonic() - t0 > 30 or not os.path.exists(f"/proc/{pid}"):
+            if time.monotonic() - t0 > 30 or proc.poll() is not None:
                 raise LabError(f"virtlogd did not come up; see {BUILD}/logs/virtlogd.stderr")
             time.sleep(0.1)
     old = _pid("virtqemud")
@@ -161,8 +161,9 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
         step(f"lab: restarting virtqemud (pid {old}) with the new qemu.conf")
         _kill(old, "virtqemud")
     step("lab: starting virtqemud" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
-    pid = _spawn("virtqemud", ["-f", conf])
-    _wait_socket(pid)
+    proc = _spawn("virtqemud", ["-f", conf])
+    pid = proc.pid
+    _wait_socket(proc)
     if not quiet:
         print(f"lab: virtqemud pid {pid}; connect with:\n  virsh -c '{URI}'\n"
               f"  or: tools/lab virsh ...", flush=True)

@@ -9,6 +9,7 @@ them back with 'tools/lab export', which rewrites the numbered patch files and
 the series file with stable output (no version trailer, no commit ids).
 """
 
+import fcntl
 import glob
 import hashlib
 import json
@@ -69,13 +70,20 @@ def _base_repo(stack_dir):
     untracked = _untracked(base)
     tag = hashlib.sha256(" ".join(untracked).encode()).hexdigest()[:8] if untracked else "all"
     repo = os.path.join(CACHE, "bases", f"{base['name']}-{base['version']}-{tag}.git")
-    if os.path.exists(os.path.join(repo, "refs", "tags", "base")) or \
-            _has_tag(repo, "base"):
+    if _has_tag(repo, "base"):
         return base, repo
+    mkdirs(os.path.dirname(repo))
+    # Several lab commands (or clones) may want the same base at once.
+    with open(repo + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _has_tag(repo, "base"):
+            _commit_base(base, paths, untracked, repo)
+    return base, repo
+
+
+def _commit_base(base, paths, untracked, repo):
     step(f"worktree: committing the {base['name']} {base['version']} base (one-off, cached)")
-    tmp = repo + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    mkdirs(tmp)
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(repo), prefix=os.path.basename(repo) + ".tmp-")
     run(["tar", "-xf", paths["orig"], "-C", tmp, "--strip-components=1"], quiet=True)
     for rel in untracked:
         shutil.rmtree(os.path.join(tmp, rel))
@@ -88,7 +96,6 @@ def _base_repo(stack_dir):
     shutil.rmtree(repo, ignore_errors=True)
     git(["clone", "-q", "--bare", tmp, repo], cwd=CACHE)
     shutil.rmtree(tmp)
-    return base, repo
 
 
 def _untracked(base):

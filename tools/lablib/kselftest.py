@@ -1,0 +1,379 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab kselftest: the kernel series' selftests in a QEMU TCG guest.
+
+Builds the kernel (stock base or patched, optionally the debug flavour with
+KASAN, lockdep and DEBUG_VM), builds our mm selftests and the upstream ones
+we rely on as static binaries from the patched work tree, packs them with
+busybox into an initramfs, and boots QEMU TCG with 2 vCPUs on 2 NUMA nodes,
+a small RAM and a virtio-blk swap disk.  The guest's /init runs every test
+under a timeout and prints kselftest TAP (test output nested behind '# ');
+this side streams it, keeps a log in _build/logs/, and fails when a test
+fails, the kernel splats (BUG, WARNING, KASAN, lockdep...), panics, or the
+guest does not finish before the watchdog runs out.
+
+'--bench swapoff' boots the stock and the patched kernel in turn with the
+same initramfs, runs tests/kernel/swapoff_bench.c and the swapoff selftest,
+and prints the table of docs/kernel-swapoff.md.
+"""
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+
+from .common import LabError, ROOT, STACKS, BUILD, mkdirs, step
+from .common import run as sh
+from . import kernel, stack
+
+KS = os.path.join(BUILD, "kselftest")
+LOGS = os.path.join(BUILD, "logs")
+BUSYBOX = "/bin/busybox"
+MM_DIR = os.path.join("tools", "testing", "selftests", "mm")
+BENCH_SRC = os.path.join(ROOT, "tests", "kernel", "swapoff_bench.c")
+
+# Guest shape: 2 vCPUs, one per NUMA node, and a swap disk larger than RAM.
+MEMORY_MB = 256
+DEBUG_MEMORY_MB = 512
+BENCH_MEMORY_MB = 512
+SWAP_MB = 640
+
+# Tests run in this order: (binary, extra sources, arguments, timeout in s).
+# Ours first; then the upstream mm selftests that exercise the paths our
+# patches touch (swap entries in page tables across fork, COW and
+# MADV_PAGEOUT; page table walks over populated and remapped ranges).
+TESTS = [
+    ("swapoff_test", [], "", 600),
+    ("cow", ["vm_util.c", "thp_settings.c"], "", 600),
+    ("madv_populate", ["vm_util.c", "thp_settings.c"], "", 120),
+    ("mkdirty", ["vm_util.c", "thp_settings.c"], "", 120),
+    ("mremap_dontunmap", ["vm_util.c", "thp_settings.c"], "", 120),
+]
+BENCH_IDLE = [0, 100, 1000]
+BENCH_RUNS = 5
+
+INIT = r"""#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp /usr/bin /usr/sbin /sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mount -t tmpfs tmp /tmp
+mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+arg() { sed -n "s/.*unsteal\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+echo "unsteal-kselftest: $(uname -r) cpus=$(nproc)" \
+     "nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" \
+     "mem=$(sed -n 's/MemTotal: *//p' /proc/meminfo)"
+if ! mkswap /dev/vda >/dev/null || ! swapon /dev/vda; then
+    echo "unsteal-kselftest: cannot enable swap on /dev/vda"
+fi
+cd /kselftest
+if [ "$(arg mode)" = bench ]; then
+    ./swapoff_bench -r "$(arg runs)" $(arg idle | tr , ' ')
+fi
+n=$(grep -c . list)
+echo "TAP version 13"
+echo "1..$n"
+i=0
+while read -r name tmo args; do
+    i=$((i + 1))
+    echo "# selftests: mm: $name"
+    ( timeout -k 10 "$tmo" "./$name" $args </dev/null 2>&1; echo $? >/tmp/rc ) |
+        while IFS= read -r l; do echo "# $l"; done
+    rc=$(cat /tmp/rc)
+    case "$rc" in
+    0) echo "ok $i selftests: mm: $name" ;;
+    4) echo "ok $i selftests: mm: $name # SKIP" ;;
+    124|137|143) echo "not ok $i selftests: mm: $name # TIMEOUT $tmo seconds" ;;
+    *) echo "not ok $i selftests: mm: $name # exit=$rc" ;;
+    esac
+done <list
+echo "unsteal-kselftest: done"
+sync
+reboot -f
+"""
+
+RESULT_RE = re.compile(r"^(not ok|ok) (\d+) selftests: mm: (\S+)(.*)$")
+SUBRESULT_RE = re.compile(r"^# (not ok|ok) \d+ (.*)$")
+SPLAT_RE = re.compile(
+    r"(BUG: |WARNING: |Oops|KASAN: |UBSAN: |general protection fault|"
+    r"possible circular locking|possible recursive locking|inconsistent lock state|"
+    r"suspicious RCU usage|INFO: task .* blocked|Kernel panic - not syncing|"
+    r"kernel BUG at|Unable to handle)")
+BENCH_RE = re.compile(r"swapoff-bench: idle=(\d+) run=(\d+) ms=([\d.]+) "
+                      r"walked=(-?\d+) skipped=(-?\d+) ok=(\d)")
+
+
+def _tree():
+    return stack.ensure_worktree(STACKS["kernel"], quiet_reuse=True)
+
+
+def build_kernel(flavour, debug):
+    if debug and not os.path.exists(os.path.join(kernel.CONFIG_DIR, "debug.config")):
+        raise LabError("kernel-patches/config/debug.config is missing")
+    return kernel.build(patched=(flavour == "patched"), debug=debug)
+
+
+def _headers(src):
+    """The patched tree's UAPI headers (make headers), for the upstream tests."""
+    out = os.path.join(KS, "headers")
+    sh(kernel.make_args(src, out) + ["headers"], env=kernel.kenv(), quiet=True,
+        log=os.path.join(LOGS, "kselftest-headers.log"))
+    return os.path.join(out, "usr", "include")
+
+
+def build_tests(bench=False):
+    """Static test binaries from the patched work tree; returns their directory."""
+    src = _tree()
+    mm = os.path.join(src, MM_DIR)
+    out = os.path.join(KS, "bin")
+    shutil.rmtree(out, ignore_errors=True)
+    mkdirs(out)
+    step("kselftest: building the mm selftests as static binaries")
+    hdr = _headers(src)
+    with open(os.path.join(out, "local_config.h"), "w"):
+        pass                                    # no liburing: cow skips those cases
+    cflags = ["-static", "-Wall", "-O2", "-U_FORTIFY_SOURCE", f"-I{src}", f"-I{out}",
+              "-isystem", hdr, "-isystem", os.path.join(src, "tools", "include", "uapi")]
+    log = os.path.join(LOGS, "kselftest-build.log")
+    for name, extra, _, _ in TESTS:
+        srcs = [os.path.join(mm, name + ".c")] + [os.path.join(mm, e) for e in extra]
+        if not os.path.exists(srcs[0]):
+            raise LabError(f"{srcs[0]} does not exist: is the kernel series applied?")
+        sh(["gcc"] + cflags + srcs + ["-lrt", "-lpthread", "-lm", "-o",
+                                       os.path.join(out, name)], cwd=mm, quiet=True, log=log)
+    if bench:
+        sh(["gcc", "-static", "-Wall", "-O2", BENCH_SRC, "-o",
+             os.path.join(out, "swapoff_bench")], quiet=True, log=log)
+    os.unlink(os.path.join(out, "local_config.h"))
+    return out
+
+
+def build_initramfs(bindir, tests=TESTS):
+    if not os.path.exists(BUSYBOX):
+        raise LabError("busybox-static is not installed; run tools/lab setup")
+    stage = os.path.join(KS, "initramfs")
+    shutil.rmtree(stage, ignore_errors=True)
+    mkdirs(os.path.join(stage, "bin"), os.path.join(stage, "dev"))
+    shutil.copy2(BUSYBOX, os.path.join(stage, "bin", "busybox"))
+    shutil.copytree(bindir, os.path.join(stage, "kselftest"))
+    with open(os.path.join(stage, "kselftest", "list"), "w") as fh:
+        for name, _, args, tmo in tests:
+            fh.write(f"{name} {tmo} {args}\n")
+    with open(os.path.join(stage, "init"), "w") as fh:
+        fh.write(INIT)
+    os.chmod(os.path.join(stage, "init"), 0o755)
+    path = os.path.join(KS, "initramfs.cpio.gz")
+    sh(f"cd {stage} && find . | cpio -o -H newc -R 0:0 --quiet | gzip -1 > {path}")
+    return path
+
+
+def qemu_cmd(image, initrd, swap, memory_mb, append):
+    half = memory_mb // 2
+    return ["qemu-system-x86_64", "-accel", "tcg", "-nographic", "-no-reboot",
+            "-smp", "2", "-m", f"{memory_mb}M",
+            "-object", f"memory-backend-ram,id=m0,size={half}M",
+            "-object", f"memory-backend-ram,id=m1,size={memory_mb - half}M",
+            "-numa", "node,nodeid=0,cpus=0,memdev=m0",
+            "-numa", "node,nodeid=1,cpus=1,memdev=m1",
+            "-nic", "none",
+            "-drive", f"file={swap},if=virtio,format=raw,cache=unsafe",
+            "-kernel", image, "-initrd", initrd,
+            "-append", "console=ttyS0 quiet panic=-1 " + append]
+
+
+class Outcome:
+    def __init__(self):
+        self.results = []       # (ok, number, name, rest)
+        self.subresults = []    # (ok, description)
+        self.splats = []
+        self.bench = []         # (idle, run, ms, walked, skipped, ok)
+        self.oom_kills = []     # per fail-safe scenario, as printed by swapoff_test
+        self.done = False
+        self.timed_out = False
+        self.booted = False
+
+
+def boot(image, initrd, memory_mb, append, timeout, logname):
+    """Boot the guest, stream its console, and collect what it reports."""
+    swap = os.path.join(KS, "swap.img")
+    with open(swap, "wb") as fh:
+        fh.truncate(SWAP_MB << 20)
+    cmd = qemu_cmd(image, initrd, swap, memory_mb, append)
+    log = os.path.join(LOGS, logname)
+    mkdirs(LOGS)
+    out = Outcome()
+    step(f"kselftest: booting {os.path.basename(image)} ({memory_mb} MiB, 2 NUMA nodes, "
+         f"watchdog {timeout}s; console in {os.path.relpath(log, ROOT)})")
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+
+    def watchdog():
+        out.timed_out = True
+        proc.kill()
+
+    timer = threading.Timer(timeout, watchdog)
+    timer.start()
+    try:
+        with open(log, "w") as fh:
+            fh.write("$ " + " ".join(cmd) + "\n")
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                fh.write(line + "\n")
+                fh.flush()
+                print(line, flush=True)
+                _parse(out, line)
+        proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out
+
+
+ESCAPE_RE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|c)")
+
+
+def _parse(out, line):
+    line = ESCAPE_RE.sub("", line.replace("\r", ""))
+    if line.startswith("unsteal-kselftest: "):
+        out.booted = True
+        if line.strip() == "unsteal-kselftest: done":
+            out.done = True
+        return
+    m = RESULT_RE.match(line)
+    if m:
+        out.results.append((m.group(1) == "ok", int(m.group(2)), m.group(3), m.group(4)))
+        return
+    m = SUBRESULT_RE.match(line)
+    if m:
+        out.subresults.append((m.group(1) == "ok", m.group(2)))
+    m = BENCH_RE.search(line)
+    if m:
+        out.bench.append((int(m.group(1)), int(m.group(2)), float(m.group(3)),
+                          int(m.group(4)), int(m.group(5)), m.group(6) == "1"))
+        return
+    m = re.search(r"oom_kill ([+-]\d+)", line)
+    if m:
+        out.oom_kills.append(int(m.group(1)))
+    if SPLAT_RE.search(line):
+        out.splats.append(line.strip())
+
+
+def _verdict(out, flavour):
+    """(passed, failed) plus a human summary; failures the harness itself saw count too."""
+    passed = sum(1 for r in out.results if r[0])
+    failed = sum(1 for r in out.results if not r[0])
+    problems = []
+    if out.splats:
+        failed += 1
+        problems.append(f"the kernel reported {len(out.splats)} problem line(s), first: "
+                        f"{out.splats[0]}")
+    if not out.done:
+        failed += 1
+        if out.timed_out:
+            problems.append("the guest did not finish before the watchdog (hang?)")
+        elif not out.booted:
+            problems.append("the guest did not boot to its init")
+        else:
+            problems.append("the guest stopped before the end of the run (panic or crash?)")
+    missing = len(TESTS) - len(out.results)
+    if out.done and missing > 0:
+        failed += missing
+        problems.append(f"{missing} test(s) did not report a result")
+    subok = sum(1 for s in out.subresults if s[0])
+    subbad = [s[1] for s in out.subresults if not s[0]]
+    skips = sum(1 for s in out.subresults if s[0] and "# SKIP" in s[1])
+    step(f"kselftest: {flavour}: {passed} test program(s) passed, {failed} failed; "
+         f"subtests: {subok} ok ({skips} skipped), {len(subbad)} not ok")
+    for s in subbad:
+        print(f"lab: kselftest: not ok: {s}", flush=True)
+    for p in problems:
+        print(f"lab: kselftest: {p}", flush=True)
+    return passed, failed
+
+
+def run(flavour="patched", debug=False, timeout=None):
+    """Build and run the selftests against one kernel; returns (passed, failed)."""
+    if flavour not in ("stock", "patched"):
+        raise LabError(f"unknown kernel flavour {flavour!r}")
+    image = build_kernel(flavour, debug)
+    initrd = build_initramfs(build_tests())
+    memory = DEBUG_MEMORY_MB if debug else MEMORY_MB
+    if timeout is None:
+        timeout = 120 + sum(t[3] for t in TESTS) // (1 if debug else 2)
+    name = flavour + ("-debug" if debug else "")
+    out = boot(image, initrd, memory, "unsteal.mode=test", timeout,
+               f"kselftest-{name}.log")
+    return _verdict(out, name)
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def bench_swapoff(runs=BENCH_RUNS, idle=None, timeout=1800):
+    """swapoff wall time vs idle mms, stock and patched in the same guest shape."""
+    idle = idle or BENCH_IDLE
+    images = {f: build_kernel(f, False) for f in ("stock", "patched")}
+    initrd = build_initramfs(build_tests(bench=True),
+                             [t for t in TESTS if t[0] == "swapoff_test"])
+    append = (f"unsteal.mode=bench unsteal.runs={runs} "
+              f"unsteal.idle={','.join(str(n) for n in idle)}")
+    outs = {}
+    for f, image in images.items():
+        outs[f] = boot(image, initrd, BENCH_MEMORY_MB, append, timeout,
+                       f"kselftest-bench-{f}.log")
+        if not outs[f].done:
+            raise LabError(f"the {f} guest did not finish the benchmark; see "
+                           f"_build/logs/kselftest-bench-{f}.log")
+    rows = []
+    for n in idle:
+        cell = {}
+        for f in images:
+            samples = [b for b in outs[f].bench if b[0] == n]
+            if len(samples) != runs or not all(b[5] for b in samples):
+                raise LabError(f"{f}: benchmark with {n} idle mms: {len(samples)} of {runs} "
+                               f"runs reported, data intact in all: "
+                               f"{all(b[5] for b in samples)}")
+            cell[f] = (_median([b[2] for b in samples]), _median([b[3] for b in samples]),
+                       _median([b[4] for b in samples]))
+        rows.append((n, cell))
+    lines = [
+        f"| idle mms | stock ms (median of {runs}) | patched ms (median of {runs}) "
+        f"| stock / patched | mms walked stock / patched | mms skipped patched |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, c in rows:
+        s, p = c["stock"], c["patched"]
+        walked_s = "all" if s[1] < 0 else f"{s[1]:.0f}"
+        lines.append(f"| {n} | {s[0]:.1f} | {p[0]:.1f} | {s[0] / p[0]:.2f} | "
+                     f"{walked_s} / {p[1]:.0f} | {p[2]:.0f} |")
+    lines.append("")
+    lines.append("| fail-safe scenarios (swapoff_test) | stock | patched |")
+    lines.append("|---|---:|---:|")
+    lines.append(f"| OOM kills | {sum(outs['stock'].oom_kills)} | "
+                 f"{sum(outs['patched'].oom_kills)} |")
+    for f in images:
+        ok = sum(1 for s in outs[f].subresults if s[0])
+        lines.append(f"| swapoff_test subtests ok / not ok ({f}) | "
+                     + (f"{ok} / {len(outs[f].subresults) - ok} | |" if f == "stock"
+                        else f"| {ok} / {len(outs[f].subresults) - ok} |"))
+    table = "\n".join(lines)
+    path = os.path.join(KS, "bench-swapoff.md")
+    with open(path, "w") as fh:
+        fh.write(table + "\n")
+    print(table, flush=True)
+    step(f"kselftest: benchmark table in {os.path.relpath(path, ROOT)}")
+    return 0
+
+
+def command(args):
+    if args.bench:
+        return bench_swapoff(runs=args.runs)
+    passed, failed = run(args.kernel, debug=args.debug, timeout=args.timeout)
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
