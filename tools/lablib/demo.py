@@ -24,8 +24,9 @@ def series_has_vcpu_cgroup():
         return False
 
 
-def measure_mode(mode, seconds, rounds=3):
-    daemon.start(vcpu_cgroup=mode, quiet=True)
+def measure_mode(label, setting, seconds, rounds=3):
+    """Boot the three guests with vcpu_cgroup = setting and measure them."""
+    daemon.start(vcpu_cgroup=setting, quiet=True)
     for name, n in GUESTS:
         guest.create(name, vcpus=n, workload="busy")
     threads, placement = {}, {}
@@ -34,7 +35,7 @@ def measure_mode(mode, seconds, rounds=3):
         for idx, tid in guest.vcpu_tids(name).items():
             threads[(name, idx)] = (pid, tid)
             placement[(name, idx)] = measure.cpu_cgroup(pid, tid)
-    step(f"demo: {mode}: measuring {rounds} x {seconds // rounds}s")
+    step(f"demo: {label}: measuring {rounds} x {seconds // rounds}s")
     runs = [measure.sample(threads, max(1, seconds // rounds)) for _ in range(rounds)]
     res = {k: (statistics.median(r[k][0] for r in runs), statistics.median(r[k][1] for r in runs))
            for k in threads}
@@ -77,17 +78,16 @@ def run_demo(seconds=20):
     libvirt.build()
     kernel.image(patched=True)
     guest.build_initramfs()
-    modes = ["per-domain"]
     if series_has_vcpu_cgroup():
-        modes.append("per-host")
+        modes = {"per-domain": "per-domain", "per-host": "per-host"}
     else:
         step("demo: this libvirt has no vcpu_cgroup tunable; showing per-domain only")
+        modes = {"per-domain": None}
     results = {}
     try:
         daemon.stop()
-        for mode in modes:
-            results[mode] = measure_mode(mode if mode != "per-domain" or len(modes) > 1
-                                         else None, seconds)
+        for label, setting in modes.items():
+            results[label] = measure_mode(label, setting, seconds)
     finally:
         daemon.stop()
     if not results:
