@@ -20,13 +20,16 @@ IMAGES = os.path.join(BUILD, "images")
 INITRAMFS = os.path.join(IMAGES, "guest-initramfs.cpio.gz")
 BUSYBOX = "/bin/busybox"
 
-INIT = r"""#!/bin/busybox sh
+# The start of every lab initramfs /init (also used by kselftest.py).
+INIT_PREAMBLE = r"""#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /usr/bin /usr/sbin /sbin
 /bin/busybox --install -s
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
-wl=$(sed -n 's/.*unsteal\.workload=\([a-z]*\).*/\1/p' /proc/cmdline)
+"""
+
+INIT = INIT_PREAMBLE + r"""wl=$(sed -n 's/.*unsteal\.workload=\([a-z]*\).*/\1/p' /proc/cmdline)
 n=$(grep -c ^processor /proc/cpuinfo)
 echo "unsteal-guest: workload=${wl:-idle} cpus=$n"
 spin() { taskset -c "$1" sh -c 'while :; do :; done' & }

@@ -26,6 +26,7 @@ import threading
 from .common import LabError, ROOT, STACKS, BUILD, mkdirs, step
 from .common import run as sh
 from . import kernel, stack
+from .guest import INIT_PREAMBLE
 
 KS = os.path.join(BUILD, "kselftest")
 LOGS = os.path.join(BUILD, "logs")
@@ -58,13 +59,7 @@ BENCH_RUNS = 5
 BENCH_MAPPED_MB = 32        # touched memory every idle process maps (COW-shared)
 BENCH_SWAPPED_MB = 16       # paged out by the one process that has swap entries
 
-INIT = r"""#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /tmp /usr/bin /usr/sbin /sbin
-/bin/busybox --install -s
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev 2>/dev/null
-mount -t tmpfs tmp /tmp
+INIT = INIT_PREAMBLE + r"""mount -t tmpfs tmp /tmp
 mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
 arg() { sed -n "s/.*unsteal\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 echo "unsteal-kselftest: $(uname -r) cpus=$(nproc)" \
