@@ -59,6 +59,15 @@ us_note(GPtrArray *notes, const gchar *fmt, ...)
 	va_end(ap);
 }
 
+/* Leading white space is allowed before a number, trailing after it. */
+static const gchar *
+skip_space(const gchar *s)
+{
+	while (g_ascii_isspace(*s))
+		s++;
+	return s;
+}
+
 gboolean
 us_parse_u64(const gchar *s, guint64 *out)
 {
@@ -67,17 +76,12 @@ us_parse_u64(const gchar *s, guint64 *out)
 
 	if (!s)
 		return FALSE;
-	while (g_ascii_isspace(*s))
-		s++;
+	s = skip_space(s);
 	if (!g_ascii_isdigit(*s))
 		return FALSE;
 	errno = 0;
 	v = g_ascii_strtoull(s, &end, 10);
-	if (errno != 0)
-		return FALSE;
-	while (g_ascii_isspace(*end))
-		end++;
-	if (*end != '\0')
+	if (errno != 0 || *skip_space(end) != '\0')
 		return FALSE;
 	*out = v;
 	return TRUE;
@@ -91,17 +95,12 @@ us_parse_i64(const gchar *s, gint64 *out)
 
 	if (!s)
 		return FALSE;
-	while (g_ascii_isspace(*s))
-		s++;
+	s = skip_space(s);
 	if (!g_ascii_isdigit(*s) && *s != '-')
 		return FALSE;
 	errno = 0;
 	v = g_ascii_strtoll(s, &end, 10);
-	if (errno != 0 || end == s)
-		return FALSE;
-	while (g_ascii_isspace(*end))
-		end++;
-	if (*end != '\0')
+	if (errno != 0 || end == s || *skip_space(end) != '\0')
 		return FALSE;
 	*out = v;
 	return TRUE;
