@@ -84,6 +84,11 @@ def cmd_kselftest(args):
     return kselftest.command(args)
 
 
+def cmd_bench(args):
+    from . import bench
+    return bench.command(args)
+
+
 def cmd_test(args):
     from . import testrun
     return testrun.run_all(quick=args.quick)

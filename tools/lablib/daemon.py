@@ -27,6 +27,23 @@ PARTITION = "machine"
 DEFAULT_SHARED_GROUP = "machine/vcpus.partition"
 
 
+def select(prefix=None):
+    """Point the lab at another libvirt install (None: the patched build).
+
+    The control-plane benchmark runs stock libvirt from its own prefix;
+    every path of the lab daemon (sockets, state, qemu.conf, the lab's own
+    records) lives under the prefix, so the two never share state.
+    """
+    global PREFIX, LAB, RUNDIR, SOCK, URI, QEMU_CONF
+    from . import libvirt
+    PREFIX = prefix or libvirt.PREFIX
+    LAB = os.path.join(BUILD, "lab") if PREFIX == libvirt.PREFIX else os.path.join(PREFIX, "lab")
+    RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
+    SOCK = os.path.join(RUNDIR, "virtqemud-sock")
+    URI = f"qemu+unix:///system?socket={SOCK}"
+    QEMU_CONF = os.path.join(PREFIX, "etc", "libvirt", "qemu.conf")
+
+
 def env():
     return {"LD_LIBRARY_PATH": os.path.join(PREFIX, "lib"),
             "PATH": os.path.join(PREFIX, "bin") + ":" + os.path.join(PREFIX, "sbin") + ":"
@@ -243,14 +260,32 @@ def shared_group_from_conf():
     return m.group(1).strip("/") if m else DEFAULT_SHARED_GROUP
 
 
-def lab_cgroups(domains):
-    """Every cgroup directory the lab may have created, deepest first."""
+def _running_ids():
+    """{name: id} of the lab daemon's running domains."""
+    ids = {}
+    if _pid("virtqemud"):
+        p = virsh(["list"], check=False, capture=True)
+        for line in (p.stdout or "").splitlines():
+            f = line.split()
+            if len(f) >= 2 and f[0].isdigit():
+                ids[f[1]] = int(f[0])
+    return ids
+
+
+def lab_cgroups(domains, ids=None):
+    """(cgroups the lab created, deepest first; partitions the lab created).
+
+    Only this lab's groups: a domain's group is qemu-ID-NAME.libvirt-qemu
+    (or NAME.libvirt-qemu) with the ID this lab's daemon gave it, so that a
+    second lab on the same host (another work tree) keeps its own.  When the
+    daemon is gone and the IDs are unknown, any ID matches.
+    """
     pre = []
     try:
         pre = json.load(open(os.path.join(LAB, "cgroups-preexisting.json")))
     except (OSError, ValueError):
         pass
-    out = []
+    out, parts = [], []
     shared = shared_group_from_conf()
     for mnt, _ in cgroup_mounts():
         part = os.path.join(mnt, PARTITION)
@@ -261,19 +296,24 @@ def lab_cgroups(domains):
             # libvirt names a domain's group NAME.libvirt-qemu, or
             # qemu-ID-NAME.libvirt-qemu after its machine name.
             roots.append(os.path.join(part, f"{d}.libvirt-qemu"))
-            roots += glob.glob(os.path.join(part, f"qemu-[0-9]*-{glob.escape(d)}.libvirt-qemu"))
+            if ids and d in ids:
+                roots.append(os.path.join(part, f"qemu-{ids[d]}-{d}.libvirt-qemu"))
+            elif ids is None:
+                roots += glob.glob(os.path.join(part, f"qemu-[0-9]*-{glob.escape(d)}"
+                                                      ".libvirt-qemu"))
         if mnt not in pre:
-            roots = [part]
+            parts.append(part)
         for r in roots:
             if os.path.isdir(r):
                 for dirpath, dirnames, _ in os.walk(r, topdown=False):
                     out.append(dirpath)
-    return out
+    return out, parts
 
 
 def stop():
     require_root("tools/lab stop")
     domains = lab_domains()
+    ids = _running_ids() if _pid("virtqemud") else None
     if _pid("virtqemud"):
         for d in domains:
             virsh(["destroy", d], check=False, capture=True)
@@ -289,14 +329,25 @@ def stop():
             step(f"lab: stopping {name} (pid {pid})")
             _kill(pid, name)
     removed, busy = 0, []
-    for path in lab_cgroups(domains):
+    groups, parts = lab_cgroups(domains, ids)
+    for path in groups:
         try:
             os.rmdir(path)
             removed += 1
         except FileNotFoundError:
             pass
         except OSError as e:
-            busy.append(f"{path} ({e.strerror})")
+            # The shared group may hold another lab's vCPUs on this host.
+            if not path.endswith("/" + shared_group_from_conf()):
+                busy.append(f"{path} ({e.strerror})")
+    # The partition, when this lab created it, goes once it is empty; with
+    # another lab's domains still in it, it stays.
+    for part in parts:
+        try:
+            os.rmdir(part)
+            removed += 1
+        except OSError:
+            pass
     step(f"lab: removed {removed} lab cgroup(s)")
     for f in glob.glob(os.path.join(PREFIX, "etc", "libvirt", "qemu", "*.xml")):
         os.unlink(f)

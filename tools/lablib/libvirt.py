@@ -2,6 +2,7 @@
 """Build the patched libvirt (qemu driver and what it needs) into a private prefix."""
 
 import os
+import shutil
 
 from .common import BUILD, LabError, STACKS, run, step
 
@@ -69,6 +70,36 @@ def build(install=True):
         run(["meson", "install", "-C", BUILDDIR, "--no-rebuild", "--quiet"], env=meson_env(),
             log=os.path.join(BUILD, "logs", "libvirt-install.log"))
     return src
+
+
+STOCK_PREFIX = os.path.join(BUILD, "prefix-stock")
+STOCK_BUILDDIR = os.path.join(BUILD, "libvirt-stock-build")
+
+
+def build_stock():
+    """libvirt at the pinned base, without the series, into its own prefix.
+
+    The control-plane benchmark compares it with the patched build.  The
+    tree is a second git work tree of the same repository at the base tag.
+    """
+    from .stack import _add_untracked, ensure_worktree
+    wt = ensure_worktree(STACKS["libvirt"], quiet_reuse=True)
+    src = wt + "-stock"
+    if os.path.isdir(src) and run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=src,
+                                  check=False, capture=True).returncode != 0:
+        # The patched work tree was recreated: its worktree record is gone.
+        shutil.rmtree(src)
+    if not os.path.isdir(src):
+        step(f"libvirt: checking out the stock base into {src}")
+        run(["git", "worktree", "add", "-f", "--detach", src, "base"], cwd=wt, quiet=True)
+        _add_untracked(STACKS["libvirt"], src)
+    configure(src, STOCK_BUILDDIR, STOCK_PREFIX)
+    step("libvirt: building stock libvirt (log in _build/logs/libvirt-stock-build.log)")
+    run(["ninja", "-C", STOCK_BUILDDIR], env=meson_env(),
+        log=os.path.join(BUILD, "logs", "libvirt-stock-build.log"))
+    run(["meson", "install", "-C", STOCK_BUILDDIR, "--no-rebuild", "--quiet"], env=meson_env(),
+        log=os.path.join(BUILD, "logs", "libvirt-stock-install.log"))
+    return STOCK_PREFIX
 
 
 def build_tree(tree, what):

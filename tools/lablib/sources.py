@@ -33,6 +33,10 @@ PACKAGES = {
                          "valgrind", "iproute2", "dmidecode"],
 }
 
+# Installed on first use only by tools/lab bench: plots, and the libvirt API
+# client the control-plane benchmark times calls with.
+BENCH_PACKAGES = ["python3-matplotlib", "python3-libvirt"]
+
 
 def _debian_mirror():
     """The URI of the machine's main Debian archive, from its apt sources."""
@@ -86,15 +90,20 @@ def _installed(pkgs):
     return ok
 
 
+def ensure_group(group, pkgs, quiet_present=False):
+    missing = [p for p in pkgs if p not in _installed(pkgs)]
+    if not missing:
+        if not quiet_present:
+            step(f"apt: {group}: {len(pkgs)} packages present")
+        return
+    step(f"apt: {group}: installing {' '.join(missing)}")
+    run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing,
+        env={"DEBIAN_FRONTEND": "noninteractive"}, quiet=True)
+
+
 def ensure_packages():
     for group, pkgs in PACKAGES.items():
-        missing = [p for p in pkgs if p not in _installed(pkgs)]
-        if not missing:
-            step(f"apt: {group}: {len(pkgs)} packages present")
-            continue
-        step(f"apt: {group}: installing {' '.join(missing)}")
-        run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing,
-            env={"DEBIAN_FRONTEND": "noninteractive"}, quiet=True)
+        ensure_group(group, pkgs)
 
 
 def _print_uris(package, version):

@@ -115,8 +115,17 @@ def _add_untracked(stack_dir, tree):
         return
     run(["tar", "-xf", paths["orig"], "-C", tree, "--strip-components=1"]
         + [f"{base['topdir']}/{rel}" for rel in untracked], quiet=True)
-    with open(os.path.join(tree, ".git", "info", "exclude"), "a") as fh:
-        fh.write("".join(f"/{rel}/\n" for rel in untracked))
+    # A linked work tree (git worktree add) shares the exclude file of its
+    # repository: ask git where it is.
+    exclude = git(["rev-parse", "--git-path", "info/exclude"], cwd=tree,
+                  capture=True).stdout.strip()
+    exclude = os.path.join(tree, exclude)
+    have = open(exclude).read() if os.path.exists(exclude) else ""
+    lines = "".join(f"/{rel}/\n" for rel in untracked if f"/{rel}/\n" not in have)
+    if lines:
+        mkdirs(os.path.dirname(exclude))
+        with open(exclude, "a") as fh:
+            fh.write(lines)
 
 
 def _has_tag(repo, tag):

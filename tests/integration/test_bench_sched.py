@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench sched, shortened: the layouts and the effect they must show.
+
+One repetition of the {2,1,1} mix with 3 s windows.  Checks that every vCPU
+thread sat in the cgroup the layout prescribes (read from /proc), that the
+per-domain layout gives the 2-vCPU domain clearly less per vCPU than the
+1-vCPU domains while the shared group does not, and that the benchmark
+removes its cgroups and stops its processes.  Thresholds are loose (the
+benchmark itself reports the medians): per-domain ratio <= 0.75, per-host
+ratio >= 0.8; measured on this 2-CPU host: 0.47-0.56 and 0.96-1.16.
+"""
+
+import os
+
+import labtest
+from labtest import LabError
+from lablib import benchsched
+
+
+def main(t):
+    if os.geteuid() != 0:
+        labtest.skip_all("needs root (run through tools/lab test)")
+    try:
+        mount = benchsched.cpu_mount()
+    except LabError as e:
+        labtest.skip_all(str(e))
+    benchsched.build_spinner()
+    res = benchsched.run_mix(mount, "2-1-1", reps=1, seconds=3, settle=1)
+    rep = res["reps"][0]
+    pd, ph = rep["per-domain"], rep["per-host"]
+    t.eq(sorted(pd["threads"]), ["big/0", "big/1", "small1/0", "small2/0"],
+         "every vCPU thread was measured")
+    t.ok(all(v["cgroup"] == f"/{benchsched.BENCH_GROUP}/machine/{k.split('/')[0]}"
+             f".libvirt-qemu/vcpu{k.split('/')[1]}" for k, v in pd["threads"].items()),
+         "per-domain: each vCPU thread in its domain's vcpuN group",
+         {k: v["cgroup"] for k, v in pd["threads"].items()})
+    t.ok(all(v["cgroup"] == f"/{benchsched.BENCH_GROUP}/machine/vcpus.partition"
+             for v in ph["threads"].values()),
+         "per-host: every vCPU thread in the shared group",
+         {k: v["cgroup"] for k, v in ph["threads"].items()})
+    t.ok(pd["ratio"] is not None and pd["ratio"] <= 0.75,
+         f"per-domain: large/small per-vCPU ratio {pd['ratio']:.2f} <= 0.75")
+    t.ok(ph["ratio"] is not None and ph["ratio"] >= 0.8,
+         f"per-host: large/small per-vCPU ratio {ph['ratio']:.2f} >= 0.8")
+    t.ok(not os.path.exists(os.path.join(mount, benchsched.BENCH_GROUP)),
+         "the benchmark removed its cgroup tree")
+    left = [p for p in os.listdir("/proc") if p.isdigit()
+            and _comm(p) == "vcpu-spin"]
+    t.eq(left, [], "no vcpu-spin process is left")
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+labtest.run(main)

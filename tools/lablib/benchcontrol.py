@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench control: control-plane latency, stock vs patched libvirt.
+
+Three daemons are compared, each the lab's private virtqemud:
+  stock               libvirt at the pinned base, without the series
+  patched per-domain  the series, vcpu_cgroup = "per-domain" (the default)
+  patched per-host    the series, vcpu_cgroup = "per-host"
+with 1 and with 10 running domains (the measured one plus 0 or 9 idle TCG
+guests).  Timed through the libvirt API from one client connection
+(Debian's python3-libvirt), so that process start-up of virsh is not in
+the figures:
+  start   virDomainCreate of a defined 2-vCPU guest (returns when QEMU runs
+          and its vCPUs are placed)
+  set     virDomainSetSchedulerParametersFlags(vcpu_quota=50000, LIVE):
+          per-host moves the vCPUs out of the shared group
+  reset   the same with vcpu_quota=-1: per-host moves them back
+Every round measures every (daemon, domains) block, in rotating order; the
+tables give medians over all rounds and repetitions.
+"""
+
+import json
+import os
+import statistics
+import time
+
+from .common import BUILD, LabError, mkdirs, require_root, step
+from . import benchsched, daemon, guest
+
+VARIANTS = [("stock", None), ("patched per-domain", "per-domain"),
+            ("patched per-host", "per-host")]
+RUNNING = (1, 10)
+TARGET = "cp-target"
+
+
+def _libvirt():
+    from . import sources
+    sources.ensure_group("benchmarks", sources.BENCH_PACKAGES, quiet_present=True)
+    import libvirt as lv
+    lv.registerErrorHandler(lambda *a: None, None)
+    return lv
+
+
+def _block(lv, variant, setting, running, reps):
+    from . import libvirt as lab_libvirt
+    daemon.select(lab_libvirt.STOCK_PREFIX if variant == "stock" else None)
+    try:
+        daemon.stop()
+        daemon.start(vcpu_cgroup=setting, quiet=True)
+        for i in range(running - 1):
+            guest.create(f"cp-bg{i}", vcpus=1, workload="idle")
+        xml = guest.domain_xml(guest.lab_name(TARGET), vcpus=2, workload="idle")
+        conn = lv.open(daemon.URI)
+        try:
+            dom = conn.defineXML(xml)
+            out = {"start": [], "set": [], "reset": []}
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                dom.create()
+                out["start"].append(time.perf_counter() - t0)
+                time.sleep(0.3)
+                for key, quota in (("set", 50000), ("reset", -1)):
+                    t0 = time.perf_counter()
+                    dom.setSchedulerParametersFlags({"vcpu_quota": quota},
+                                                    lv.VIR_DOMAIN_AFFECT_LIVE)
+                    out[key].append(time.perf_counter() - t0)
+                dom.destroy()
+            dom.undefine()
+        finally:
+            conn.close()
+        return out
+    finally:
+        daemon.stop()
+        daemon.select(None)
+
+
+def markdown(results):
+    lines = ["| operation | running domains | " + " | ".join(v for v, _ in VARIANTS)
+             + " | per-host / stock | per-domain / stock |",
+             "|---|---|" + "---|" * (len(VARIANTS) + 2)]
+    for op in ("start", "set", "reset"):
+        for n in RUNNING:
+            med = {v: results["median"][f"{v}|{n}"][op] for v, _ in VARIANTS}
+            lines.append(f"| {op} | {n} | " + " | ".join(f"{med[v] * 1000:.1f} ms"
+                                                         for v, _ in VARIANTS)
+                         + f" | {med['patched per-host'] / med['stock']:.3f} "
+                         f"| {med['patched per-domain'] / med['stock']:.3f} |")
+    return "\n".join(lines)
+
+
+def run_bench(reps=10, rounds=3, outdir=None, command=None):
+    require_root("bench control")
+    if reps < 1:
+        raise LabError("--reps must be at least 1")
+    from . import demo, kernel, libvirt, sources
+    sources.setup()
+    lv = _libvirt()
+    libvirt.build()
+    libvirt.build_stock()
+    kernel.image(patched=True)
+    guest.build_initramfs()
+    if not demo.series_has_vcpu_cgroup():
+        raise LabError("bench control needs the patched libvirt (vcpu_cgroup in qemu.conf)")
+    outdir = outdir or os.path.join(BUILD, "bench", "control")
+    mkdirs(outdir)
+    blocks = [(v, s, n) for n in RUNNING for v, s in VARIANTS]
+    raw = {f"{v}|{n}": {"start": [], "set": [], "reset": []} for v, _, n in blocks}
+    for r in range(rounds):
+        k = r % len(blocks)
+        for v, s, n in blocks[k:] + blocks[:k]:
+            step(f"bench control: round {r + 1}/{rounds}: {v}, {n} running domain(s), "
+                 f"{reps} repetitions")
+            got = _block(lv, v, s, n, reps)
+            for op in got:
+                raw[f"{v}|{n}"][op].extend(got[op])
+    results = {"command": command, "machine": benchsched.machine_info(), "reps": reps,
+               "rounds": rounds, "raw": raw,
+               "median": {k: {op: statistics.median(xs) for op, xs in ops.items()}
+                          for k, ops in raw.items()}}
+    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
+    with open(os.path.join(outdir, "control.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    md = markdown(results)
+    with open(os.path.join(outdir, "control.md"), "w") as fh:
+        fh.write(md + "\n")
+    from . import plots
+    groups = [f"{op}, {n} dom" for op in ("start", "set", "reset") for n in RUNNING]
+    series = [v for v, _ in VARIANTS]
+    vals = [[results["median"][f"{v}|{n}"][op] * 1000 for op in ("start", "set", "reset")
+             for n in RUNNING] for v in series]
+    plots.bars(os.path.join(outdir, "control.png"),
+               "control-plane latency, median (libvirt API from one connection)", "ms",
+               groups, series, vals, log=True)
+    print(md)
+    print(f"\nresults: {outdir}/control.json, control.md, control.png")
+    return results

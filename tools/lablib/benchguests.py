@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench guests: the per-host vCPU cgroup with real TCG guests.
+
+The guests of a mix are started once under the patched libvirt; every
+repetition then measures both settings of vcpu_cgroup, in alternating
+order.  Switching restarts the lab's virtqemud with the other setting: on
+reconnect the patched daemon moves running domains' vCPU threads into or
+out of the shared group, so the same QEMU processes are measured in both
+modes.
+
+Besides share and steal per vCPU thread (schedstat), each window records
+what makes TCG vCPU threads differ from pure CPU hogs:
+  - voluntary context switches of the vCPU threads (a pure hog has none:
+    they sleep when the guest halts or when they wait for QEMU's big lock),
+  - the CPU time of each QEMU process's other threads (main loop, RCU,
+    I/O), which stay in the domain's own cgroup in both modes.
+"""
+
+import json
+import os
+import statistics
+import time
+
+from .common import BUILD, LabError, mkdirs, require_root, step
+from . import benchsched, daemon, guest, measure
+
+# name -> (description, [(guest, vcpus, workload)])
+MIXES = {
+    "2-1-1": ("one 2-vCPU and two 1-vCPU busy guests",
+              [("bg-big", 2, "busy"), ("bg-small1", 1, "busy"), ("bg-small2", 1, "busy")]),
+    "busy+idle": ("a busy 2-vCPU and a busy 1-vCPU guest, two idle 1-vCPU guests",
+                  [("bg-big", 2, "busy"), ("bg-small", 1, "busy"),
+                   ("bg-idle1", 1, "idle"), ("bg-idle2", 1, "idle")]),
+}
+MODES = ("per-domain", "per-host")
+
+
+def _ctxt(pid, tid):
+    vol = invol = 0
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as fh:
+            for line in fh:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol = int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    invol = int(line.split()[1])
+    except OSError:
+        pass
+    return vol, invol
+
+
+def _proc_cpu_ns(pid):
+    """Run time of all of a process's threads (ns), from schedstat."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += measure.schedstat(pid, int(tid))[0]
+        except (OSError, ValueError):
+            pass
+    return total
+
+
+def window(names, seconds):
+    threads = {}
+    for n in names:
+        pid = guest.qemu_pid(n)
+        for i, tid in guest.vcpu_tids(n).items():
+            threads[(n, i)] = (pid, tid)
+    pids = {n: guest.qemu_pid(n) for n in names}
+    c0 = {k: _ctxt(*v) for k, v in threads.items()}
+    p0 = {n: _proc_cpu_ns(p) for n, p in pids.items()}
+    v0 = {k: measure.schedstat(*v)[0] for k, v in threads.items()}
+    i0, t0 = benchsched.cpu_times()
+    w0 = time.monotonic()
+    res = measure.sample(threads, seconds)
+    wall = time.monotonic() - w0
+    i1, t1 = benchsched.cpu_times()
+    c1 = {k: _ctxt(*v) for k, v in threads.items()}
+    p1 = {n: _proc_cpu_ns(p) for n, p in pids.items()}
+    v1 = {k: measure.schedstat(*v)[0] for k, v in threads.items()}
+    idle = (i1 - i0) / (t1 - t0) if t1 > t0 else 0.0
+    per_thread = {}
+    for k, (share, steal) in res.items():
+        per_thread[f"{k[0]}/{k[1]}"] = {
+            "share": share, "steal": steal, "idle_steal": steal * idle,
+            "vol_per_s": (c1[k][0] - c0[k][0]) / wall,
+            "invol_per_s": (c1[k][1] - c0[k][1]) / wall,
+            "cgroup": measure.cpu_cgroup(*threads[k]),
+        }
+    other = {}
+    for n in names:
+        vcpu_ns = sum(v1[k] - v0[k] for k in threads if k[0] == n)
+        other[n] = max(0.0, (p1[n] - p0[n] - vcpu_ns) / (wall * 1e9))
+    return per_thread, other, idle
+
+
+def summarise(spec, per_thread):
+    busy = [(n, v) for n, v, w in spec if w == "busy"]
+    big = max(busy, key=lambda x: x[1])
+    small = [x for x in busy if x[1] == min(v for _, v in busy) and x != big]
+
+    def per_vcpu(ds):
+        xs = [per_thread[f"{n}/{i}"]["share"] for n, v in ds for i in range(v)]
+        return sum(xs) / len(xs)
+    shares = [per_thread[f"{n}/{i}"]["share"] for n, v in busy for i in range(v)]
+    return {"ratio": per_vcpu([big]) / per_vcpu(small) if small and per_vcpu(small) else None,
+            "jain": measure.jain(shares),
+            "steal": sum(x["steal"] for x in per_thread.values()),
+            "idle_steal": sum(x["idle_steal"] for x in per_thread.values()),
+            "util": sum(x["share"] for x in per_thread.values())}
+
+
+def run_mix(mix, reps, seconds, settle):
+    desc, spec = MIXES[mix]
+    out = {"mix": mix, "description": desc,
+           "guests": [{"name": n, "vcpus": v, "workload": w} for n, v, w in spec], "reps": []}
+    daemon.stop()
+    names = []
+    try:
+        daemon.start(vcpu_cgroup=MODES[0], quiet=True)
+        for n, v, w in spec:
+            names.append(guest.create(n, vcpus=v, workload=w))
+        current = MODES[0]
+        for r in range(reps):
+            order = MODES if r % 2 == 0 else tuple(reversed(MODES))
+            rep = {}
+            for mode in order:
+                if mode != current:
+                    daemon.start(vcpu_cgroup=mode, quiet=True)
+                    current = mode
+                time.sleep(settle)
+                per_thread, other, idle = window(names, seconds)
+                rep[mode] = {"threads": per_thread, "other_threads": other, "host_idle": idle,
+                             **summarise([(guest.lab_name(n), v, w) for n, v, w in spec],
+                                         per_thread)}
+            out["reps"].append(rep)
+            step(f"bench guests: {mix}: repetition {r + 1}/{reps}: ratio per-domain "
+                 f"{benchsched.fmt(rep['per-domain']['ratio'])} "
+                 f"per-host {benchsched.fmt(rep['per-host']['ratio'])}")
+    finally:
+        daemon.stop()
+    out["median"] = {}
+    for mode in MODES:
+        rm = [rep[mode] for rep in out["reps"]]
+        keys = list(rm[0]["threads"])
+        out["median"][mode] = {
+            "threads": {k: {f: statistics.median(r["threads"][k][f] for r in rm)
+                            for f in ("share", "steal", "idle_steal", "vol_per_s",
+                                      "invol_per_s")} for k in keys},
+            "other_threads": {n: statistics.median(r["other_threads"][n] for r in rm)
+                              for n in rm[0]["other_threads"]},
+            **{f: benchsched._median(r[f] for r in rm)
+               for f in ("ratio", "jain", "steal", "idle_steal", "util", "host_idle")},
+        }
+        out["median"][mode]["cgroups"] = sorted({r["threads"][k]["cgroup"]
+                                                 for r in rm for k in keys})
+    return out
+
+
+def markdown(results):
+    lines = ["| mix | mode | large/small per-vCPU ratio | Jain (busy vCPUs) "
+             "| total steal (vCPUs) | idle steal (vCPUs) | host idle |",
+             "|---|---|---|---|---|---|---|"]
+    for mix in results["mixes"]:
+        for mode in MODES:
+            m = mix["median"][mode]
+            lines.append(f"| {mix['mix']} | {mode} | {benchsched.fmt(m['ratio'])} | {m['jain']:.3f} "
+                         f"| {m['steal']:.2f} | {m['idle_steal']:.3f} "
+                         f"| {m['host_idle'] * 100:.1f} % |")
+    lines.append("")
+    for mix in results["mixes"]:
+        lines.append(f"**{mix['mix']}** ({mix['description']}): medians per vCPU thread: "
+                     "CPU share % (steal %), voluntary context switches per second")
+        lines.append("")
+        lines.append("| vCPU | per-domain share (steal) | vol. cs/s | per-host share (steal) "
+                     "| vol. cs/s |")
+        lines.append("|---|---|---|---|---|")
+        a, b = mix["median"]["per-domain"], mix["median"]["per-host"]
+        for k in a["threads"]:
+            x, y = a["threads"][k], b["threads"][k]
+            lines.append(f"| {k} | {x['share'] * 100:.1f} ({x['steal'] * 100:.1f}) "
+                         f"| {x['vol_per_s']:.0f} | {y['share'] * 100:.1f} "
+                         f"({y['steal'] * 100:.1f}) | {y['vol_per_s']:.0f} |")
+        lines.append("")
+        lines.append("Other QEMU threads (main loop, RCU, I/O), % of one CPU: "
+                     + ", ".join(f"{n} {a['other_threads'][n] * 100:.1f} / "
+                                 f"{b['other_threads'][n] * 100:.1f}"
+                                 for n in a["other_threads"])
+                     + " (per-domain / per-host).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=None):
+    require_root("bench guests")
+    mixes = mixes or list(MIXES)
+    for m in mixes:
+        if m not in MIXES:
+            raise LabError(f"unknown mix {m!r}; known: {', '.join(MIXES)}")
+    if reps < 1 or seconds < 1:
+        raise LabError("--reps and --seconds must be at least 1")
+    from . import demo, kernel, libvirt, sources
+    sources.setup()
+    libvirt.build()
+    kernel.image(patched=True)
+    guest.build_initramfs()
+    if not demo.series_has_vcpu_cgroup():
+        raise LabError("bench guests needs the patched libvirt (vcpu_cgroup in qemu.conf)")
+    outdir = outdir or os.path.join(BUILD, "bench", "guests")
+    mkdirs(outdir)
+    total = len(mixes) * reps * 2 * (seconds + settle + 3)
+    step(f"bench guests: {len(mixes)} mixes x {reps} repetitions x 2 modes x "
+         f"({settle}+{seconds} s + restart) = about {total // 60} min")
+    results = {"command": command, "machine": benchsched.machine_info(), "seconds": seconds,
+               "settle": settle, "reps": reps, "mixes": []}
+    for m in mixes:
+        results["mixes"].append(run_mix(m, reps, seconds, settle))
+    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
+    with open(os.path.join(outdir, "guests.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    md = markdown(results)
+    with open(os.path.join(outdir, "guests.md"), "w") as fh:
+        fh.write(md + "\n")
+    from . import plots
+    plots.sched_shares(results, os.path.join(outdir, "guests-shares.png"))
+    plots.sched_ratios(results, os.path.join(outdir, "guests-ratio.png"))
+    print(md)
+    print(f"\nresults: {outdir}/guests.json, guests.md, guests-shares.png, guests-ratio.png")
+    return results
