@@ -10,6 +10,10 @@ from .common import LabError
 def command(args):
     argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     what = ["sched", "guests", "control"] if args.what == "all" else [args.what]
+    if args.replot:
+        for w in what:
+            replot(w, args.out)
+        return 0
     for w in what:
         if w == "sched":
             from . import benchsched
@@ -28,3 +32,29 @@ def command(args):
         else:
             raise LabError(f"unknown benchmark {w}")
     return 0
+
+
+def replot(what, outdir):
+    import json
+    import os
+    from .common import BUILD
+    from . import benchcontrol, benchguests, benchsched, plots
+    outdir = outdir or os.path.join(BUILD, "bench", what)
+    path = os.path.join(outdir, f"{what}.json")
+    try:
+        with open(path) as fh:
+            results = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise LabError(f"--replot: cannot read {path}: {e}")
+    if what == "sched":
+        md = benchsched.markdown(results)
+        benchsched.plot(results, outdir)
+    elif what == "guests":
+        md = benchguests.markdown(results)
+        benchguests.plot(results, outdir)
+    else:
+        md = benchcontrol.markdown(results)
+        benchcontrol.plot(results, outdir)
+    with open(os.path.join(outdir, f"{what}.md"), "w") as fh:
+        fh.write(md + "\n")
+    print(md)

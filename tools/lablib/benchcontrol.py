@@ -87,6 +87,17 @@ def markdown(results):
     return "\n".join(lines)
 
 
+def plot(results, outdir):
+    from . import plots
+    groups = [f"{op}, {n} dom" for op in ("start", "set", "reset") for n in RUNNING]
+    series = [v for v, _ in VARIANTS]
+    vals = [[results["median"][f"{v}|{n}"][op] * 1000 for op in ("start", "set", "reset")
+             for n in RUNNING] for v in series]
+    plots.bars(os.path.join(outdir, "control.png"),
+               "control-plane latency, median (libvirt API from one connection)", "ms",
+               groups, series, vals, log=True)
+
+
 def run_bench(reps=10, rounds=3, outdir=None, command=None):
     require_root("bench control")
     if reps < 1:
@@ -122,14 +133,7 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
     md = markdown(results)
     with open(os.path.join(outdir, "control.md"), "w") as fh:
         fh.write(md + "\n")
-    from . import plots
-    groups = [f"{op}, {n} dom" for op in ("start", "set", "reset") for n in RUNNING]
-    series = [v for v, _ in VARIANTS]
-    vals = [[results["median"][f"{v}|{n}"][op] * 1000 for op in ("start", "set", "reset")
-             for n in RUNNING] for v in series]
-    plots.bars(os.path.join(outdir, "control.png"),
-               "control-plane latency, median (libvirt API from one connection)", "ms",
-               groups, series, vals, log=True)
+    plot(results, outdir)
     print(md)
     print(f"\nresults: {outdir}/control.json, control.md, control.png")
     return results

@@ -191,6 +191,13 @@ def markdown(results):
     return "\n".join(lines)
 
 
+def plot(results, outdir):
+    from . import plots
+    plots.sched_shares(results, os.path.join(outdir, "guests-shares.png"))
+    plots.sched_ratios(results, os.path.join(outdir, "guests-ratio.png"))
+    plots.sched_steal(results, os.path.join(outdir, "guests-steal.png"))
+
+
 def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=None):
     require_root("bench guests")
     mixes = mixes or list(MIXES)
@@ -221,9 +228,7 @@ def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=Non
     md = markdown(results)
     with open(os.path.join(outdir, "guests.md"), "w") as fh:
         fh.write(md + "\n")
-    from . import plots
-    plots.sched_shares(results, os.path.join(outdir, "guests-shares.png"))
-    plots.sched_ratios(results, os.path.join(outdir, "guests-ratio.png"))
+    plot(results, outdir)
     print(md)
     print(f"\nresults: {outdir}/guests.json, guests.md, guests-shares.png, guests-ratio.png")
     return results

@@ -297,6 +297,7 @@ def plot(results, outdir):
     from . import plots
     plots.sched_shares(results, os.path.join(outdir, "sched-shares.png"))
     plots.sched_ratios(results, os.path.join(outdir, "sched-ratio.png"))
+    plots.sched_steal(results, os.path.join(outdir, "sched-steal.png"))
 
 
 def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=None):
@@ -327,5 +328,6 @@ def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=Non
         fh.write(md + "\n")
     plot(results, outdir)
     print(md)
-    print(f"\nresults: {outdir}/sched.json, sched.md, sched-shares.png, sched-ratio.png")
+    print(f"\nresults: {outdir}/sched.json, sched.md, sched-shares.png, sched-ratio.png, "
+          "sched-steal.png")
     return results

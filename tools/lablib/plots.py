@@ -20,6 +20,8 @@ def _pyplot():
 
 
 MODE_COLOURS = {"per-domain": "#c0504d", "per-host": "#4f81bd",
+                "per-domain steal": "#c0504d", "per-domain idle steal": "#e6b9b8",
+                "per-host steal": "#4f81bd", "per-host idle steal": "#b9cde5",
                 "stock": "#7f7f7f", "patched per-domain": "#c0504d",
                 "patched per-host": "#4f81bd"}
 
@@ -44,7 +46,7 @@ def sched_shares(results, path):
         ax.legend(fontsize=8)
     fig.suptitle(f"Median CPU share per vCPU thread on {results['machine']['cpus']} CPUs "
                  f"({results['reps']} x {results['seconds']} s windows per mode)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     step(f"bench: wrote {path}")
@@ -106,3 +108,15 @@ def bars(path, title, ylabel, groups, series, values, errs=None, log=False):
     fig.savefig(path, dpi=90)
     plt.close(fig)
     step(f"bench: wrote {path}")
+
+
+def sched_steal(results, path):
+    """Total steal and its idle part per mix, both modes (medians)."""
+    mixes = [m["mix"] for m in results["mixes"]]
+    series, vals = [], []
+    for mode in ("per-domain", "per-host"):
+        for f, label in (("steal", "steal"), ("idle_steal", "idle steal")):
+            series.append(f"{mode} {label}")
+            vals.append([m["median"][mode][f] for m in results["mixes"]])
+    bars(path, "median total steal and idle steal, vCPU-seconds per second", "vCPUs",
+         mixes, series, vals)
