@@ -105,21 +105,24 @@ check_figures(const UsResult *r)
 	g_assert_cmpstr(v->cpus, ==, "0");
 	g_assert_cmpfloat_with_epsilon(v->util, 0.75, EPS);
 	g_assert_cmpfloat_with_epsilon(v->steal, 0.2, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.25, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.05, EPS);
-	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.15, EPS);
+	/* idle steal: steal x host idle (0.375), whatever the allowed CPUs */
+	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.375, EPS);
+	g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.25, EPS);
+	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.075, EPS);
+	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.125, EPS);
 	v = vcpu(a, 1);
 	g_assert_cmpint(v->vcpu, ==, 1);
 	g_assert_cmpint(v->tid, ==, 102);
 	g_assert_cmpfloat_with_epsilon(v->util, 0.8, EPS);
 	g_assert_cmpfloat_with_epsilon(v->steal, 0.1, EPS);
 	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.375, EPS);
+	g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.375, EPS);
 	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.0375, EPS);
 	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.0625, EPS);
 	g_assert_cmpfloat_with_epsilon(a->util, 0.775, EPS);
 	g_assert_cmpfloat_with_epsilon(a->steal, 0.15, EPS);
-	g_assert_cmpfloat_with_epsilon(a->idle_steal, 0.04375, EPS);
-	g_assert_cmpfloat_with_epsilon(a->busy_steal, 0.10625, EPS);
+	g_assert_cmpfloat_with_epsilon(a->idle_steal, 0.05625, EPS);
+	g_assert_cmpfloat_with_epsilon(a->busy_steal, 0.09375, EPS);
 	g_assert_true(a->busy);    /* 0.775 + 0.15 = 92.5 % >= 90 % */
 
 	g_assert_nonnull(b);
@@ -129,15 +132,16 @@ check_figures(const UsResult *r)
 	g_assert_cmpint(v->tid, ==, 201);
 	g_assert_cmpfloat_with_epsilon(v->util, 0.1, EPS);
 	g_assert_cmpfloat_with_epsilon(v->steal, 0.3, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.5, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.15, EPS);
-	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.15, EPS);
+	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.375, EPS);
+	g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.5, EPS);
+	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.1125, EPS);
+	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.1875, EPS);
 	g_assert_false(b->busy);   /* 40 % */
 
 	g_assert_cmpfloat_with_epsilon(r->util, 1.65, EPS);
 	g_assert_cmpfloat_with_epsilon(r->steal, 0.6, EPS);
-	g_assert_cmpfloat_with_epsilon(r->idle_steal, 0.2375, EPS);
-	g_assert_cmpfloat_with_epsilon(r->busy_steal, 0.3625, EPS);
+	g_assert_cmpfloat_with_epsilon(r->idle_steal, 0.225, EPS);
+	g_assert_cmpfloat_with_epsilon(r->busy_steal, 0.375, EPS);
 }
 
 static void
