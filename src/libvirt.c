@@ -2,6 +2,7 @@
 #include "libvirt.h"
 
 #include <string.h>
+#include <time.h>
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -104,6 +105,33 @@ apply_stats(UsLvDomain *d, virTypedParameterPtr p, int n)
 	}
 }
 
+static gdouble
+boottime(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (gdouble)ts.tv_sec + (gdouble)ts.tv_nsec / 1e9;
+}
+
+/* Parse XML into D, keeping the statistics already in D->vcpus. */
+static gboolean
+domain_xml(UsLvDomain *d, const gchar *xml, gchar **err)
+{
+	GArray *xv = g_array_new(FALSE, TRUE, sizeof(UsLvVcpu));
+	gboolean ok = us_domain_xml_parse(xml, &d->tune, xv, err);
+
+	for (guint i = 0; ok && i < xv->len; i++) {
+		const UsLvVcpu *x = &g_array_index(xv, UsLvVcpu, i);
+		UsLvVcpu *v = us_lv_domain_vcpu(d, x->id, TRUE);
+
+		v->enabled = x->enabled;
+		v->order = x->order;
+	}
+	g_array_free(xv, TRUE);
+	return ok;
+}
+
 /* The daemon's active domains by UUID; NULL when the connection failed. */
 static GHashTable *
 list_domains(UsLibvirt *lv, UsSnapshot *snap, gchar **why)
@@ -123,8 +151,6 @@ list_domains(UsLibvirt *lv, UsSnapshot *snap, gchar **why)
 	for (int i = 0; i < n; i++) {
 		UsLvDomain *d = us_lv_domain_new();
 		char uuid[VIR_UUID_STRING_BUFLEN];
-		char *xml;
-		gchar *err = NULL;
 
 		d->name = g_strdup(virDomainGetName(doms[i]));
 		if (virDomainGetUUIDString(doms[i], uuid) == 0)
@@ -134,27 +160,18 @@ list_domains(UsLibvirt *lv, UsSnapshot *snap, gchar **why)
 			us_lv_domain_free(d);
 			continue;
 		}
-		xml = virDomainGetXMLDesc(doms[i], 0);
-		if (!xml) {
-			gchar *e = last_error();
-
-			us_note(snap->notes, "libvirt: domain %s: XML: %s; tunables unknown",
-				d->name, e);
-			g_free(e);
-		} else if (!us_domain_xml_parse(xml, &d->tune, d->vcpus, &err)) {
-			us_note(snap->notes, "libvirt: domain %s: %s; tunables unknown",
-				d->name, err);
-			g_free(err);
-		} else {
-			d->have_tune = TRUE;
-		}
-		free(xml);
 		g_hash_table_replace(byuuid, d->uuid, d);
 	}
 
+	/* statistics first: they should be read as close as possible to the
+	 * /proc sample they are compared with */
 	if (n > 0) {
-		int nr = virDomainListGetStats(doms, VIR_DOMAIN_STATS_VCPU |
+		int nr;
+		gdouble t0 = boottime(), t;
+
+		nr = virDomainListGetStats(doms, VIR_DOMAIN_STATS_VCPU |
 					       VIR_DOMAIN_STATS_CPU_TOTAL, &recs, 0);
+		t = (t0 + boottime()) / 2;  /* the daemon read them in between */
 
 		if (nr < 0) {
 			gchar *e = last_error();
@@ -172,12 +189,44 @@ list_domains(UsLibvirt *lv, UsSnapshot *snap, gchar **why)
 				continue;
 			u = us_uuid_normalize(uuid);
 			d = u ? g_hash_table_lookup(byuuid, u) : NULL;
-			if (d)
+			if (d) {
+				/* the XML (below) adds enabled/order to these entries */
 				apply_stats(d, recs[i]->params, recs[i]->nparams);
+				d->stats_time = t;
+			}
 			g_free(u);
 		}
 		if (recs)
 			virDomainStatsRecordListFree(recs);
+	}
+	for (int i = 0; i < n; i++) {
+		char uuid[VIR_UUID_STRING_BUFLEN];
+		gchar *u = NULL, *err = NULL;
+		UsLvDomain *d = NULL;
+		char *xml;
+
+		if (virDomainGetUUIDString(doms[i], uuid) == 0)
+			u = us_uuid_normalize(uuid);
+		if (u)
+			d = g_hash_table_lookup(byuuid, u);
+		g_free(u);
+		if (!d)
+			continue;
+		xml = virDomainGetXMLDesc(doms[i], 0);
+		if (!xml) {
+			gchar *e = last_error();
+
+			us_note(snap->notes, "libvirt: domain %s: XML: %s; tunables unknown",
+				d->name, e);
+			g_free(e);
+		} else if (!domain_xml(d, xml, &err)) {
+			us_note(snap->notes, "libvirt: domain %s: %s; tunables unknown",
+				d->name, err);
+			g_free(err);
+		} else {
+			d->have_tune = TRUE;
+		}
+		free(xml);
 	}
 	for (int i = 0; i < n; i++)
 		virDomainFree(doms[i]);

@@ -80,6 +80,7 @@ us_lv_domain_copy(const UsLvDomain *d)
 	c->have_tune = d->have_tune;
 	c->tune = d->tune;
 	c->vcpu_cgroup = g_strdup(d->vcpu_cgroup);
+	c->stats_time = d->stats_time;
 	g_array_append_vals(c->vcpus, d->vcpus->data, d->vcpus->len);
 	return c;
 }

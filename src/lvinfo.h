@@ -44,6 +44,7 @@ typedef struct {
 	gboolean have_tune;   /* the XML could be parsed */
 	UsCputune tune;
 	gchar *vcpu_cgroup;   /* the daemon's "cpu.vcpu_cgroup" stat, or NULL */
+	gdouble stats_time;   /* CLOCK_BOOTTIME seconds when the stats came */
 	GArray *vcpus;        /* UsLvVcpu, by id; from the XML and the stats */
 } UsLvDomain;
 

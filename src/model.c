@@ -339,10 +339,14 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 
 				if (lb)
 					v->order = lb->order;
+				/* over the interval between libvirt's own two
+				 * readings, which lag the /proc ones a little */
+				gdouble ldt = da->lv ? db->lv->stats_time - da->lv->stats_time : 0;
+
 				if (la && lb && la->have_delay && lb->have_delay &&
-				    lb->delay_ns >= la->delay_ns) {
+				    lb->delay_ns >= la->delay_ns && ldt > 0) {
 					v->have_lv_steal = TRUE;
-					v->lv_steal = (gdouble)(lb->delay_ns - la->delay_ns) / 1e9 / dt;
+					v->lv_steal = (gdouble)(lb->delay_ns - la->delay_ns) / 1e9 / ldt;
 				}
 			}
 			g_ptr_array_add(dr->vcpus, v);

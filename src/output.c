@@ -643,7 +643,7 @@ us_output_prometheus(GString *out, const UsResult *r, const UsOutputOptions *o)
 			us_prom_label_value(out, d->lv->vcpu_cgroup ? d->lv->vcpu_cgroup : "");
 			g_string_append(out, "} 1\n");
 		}
-		prom_head(out, "vcpu_libvirt_steal_ratio", "gauge", "Steal from libvirt's vcpu.N.delay over the same interval (cross-check).");
+		prom_head(out, "vcpu_libvirt_steal_ratio", "gauge", "Steal from libvirt's vcpu.N.delay over the interval between its two readings (cross-check).");
 		for (guint i = 0; i < r->domains->len; i++) {
 			const UsDomainResult *d = g_ptr_array_index(r->domains, i);
 
