@@ -182,6 +182,103 @@ check_placement(const UsResult *r, gint version)
 	g_assert_cmpuint(r->skipped->len, ==, 0);
 }
 
+/* libvirt's view attached to alpha (as us_libvirt_apply does): vCPU 1
+ * hot-plugged with order 2, delays +0.3 s and +0.1 s over libvirt's own
+ * 2.5 s between its two readings. */
+static UsLvDomain *
+lv_alpha(gdouble t, guint64 d0, guint64 d1, gint64 quota)
+{
+	UsLvDomain *l = us_lv_domain_new();
+	UsLvVcpu *v;
+
+	l->name = g_strdup("alpha-lv");
+	l->uuid = g_strdup("6695eb01-f6a4-8304-79aa-97f2502e193f");
+	l->id = 7;
+	l->have_tune = TRUE;
+	l->tune.quota = quota;
+	l->stats_time = t;
+	v = us_lv_domain_vcpu(l, 0, TRUE);
+	v->have_delay = TRUE;
+	v->delay_ns = d0;
+	v = us_lv_domain_vcpu(l, 1, TRUE);
+	v->order = 2;
+	v->have_delay = TRUE;
+	v->delay_ns = d1;
+	return l;
+}
+
+static void
+test_libvirt(Fx *f, gconstpointer data)
+{
+	UsSource *src;
+	UsSnapshot *a, *b;
+	UsResult *r;
+	UsModelOptions mo = { 90 };
+	const UsDomainResult *d;
+	const UsVcpuResult *v;
+
+	(void)data;
+	fx_build(f->root, FX_V1, 0);
+	src = us_source_new(f->root);
+	a = us_snapshot_take(src);
+	fx_build(f->root, FX_V1, 1);
+	b = us_snapshot_take(src);
+	for (guint i = 0; i < a->domains->len; i++) {
+		UsDomain *x = g_ptr_array_index(a->domains, i);
+
+		if (x->pid == 100) {
+			g_assert_cmpstr(x->uuid, ==, "6695eb01-f6a4-8304-79aa-97f2502e193f");
+			x->lv = lv_alpha(50.0, 1000000000, 5000000000, 0);
+		}
+	}
+	for (guint i = 0; i < b->domains->len; i++) {
+		UsDomain *x = g_ptr_array_index(b->domains, i);
+
+		if (x->pid == 100)
+			x->lv = lv_alpha(52.5, 1300000000, 5100000000, 20000);
+	}
+	b->libvirt = US_LV_UP;
+	r = us_model_compute(a, b, &mo, NULL);
+	g_assert_nonnull(r);
+	g_assert_cmpint(r->libvirt, ==, US_LV_UP);
+	d = dom(r, "alpha");
+	g_assert_nonnull(d->lv);
+	g_assert_cmpint(d->lv->id, ==, 7);
+	/* the later sample's tunables count */
+	g_assert_cmpstr(us_expected_placement(d->lv), ==, "own");
+	v = vcpu(d, 0);
+	g_assert_true(v->have_lv_steal);
+	g_assert_cmpfloat_with_epsilon(v->lv_steal, 0.12, EPS);  /* 0.3 / 2.5 */
+	g_assert_cmpint(v->order, ==, -1);
+	v = vcpu(d, 1);
+	g_assert_cmpfloat_with_epsilon(v->lv_steal, 0.04, EPS);  /* 0.1 / 2.5 */
+	g_assert_cmpint(v->order, ==, 2);
+	/* schedstat figures are untouched by libvirt's */
+	g_assert_cmpfloat_with_epsilon(v->steal, 0.1, EPS);
+	g_assert_null(dom(r, "beta")->lv);
+	g_assert_false(vcpu(dom(r, "beta"), 0)->have_lv_steal);
+	us_result_free(r);
+
+	/* libvirt's counter went backwards (daemon restarted): no cross-check */
+	for (guint i = 0; i < b->domains->len; i++) {
+		UsDomain *x = g_ptr_array_index(b->domains, i);
+
+		if (x->pid == 100) {
+			us_lv_domain_free(x->lv);
+			x->lv = lv_alpha(52.5, 10, 5100000000, 0);
+		}
+	}
+	r = us_model_compute(a, b, &mo, NULL);
+	d = dom(r, "alpha");
+	g_assert_false(vcpu(d, 0)->have_lv_steal);
+	g_assert_true(vcpu(d, 1)->have_lv_steal);
+	g_assert_cmpstr(us_expected_placement(d->lv), ==, "shared");
+	us_result_free(r);
+	us_snapshot_free(a);
+	us_snapshot_free(b);
+	us_source_free(src);
+}
+
 static void
 test_figures(Fx *f, gconstpointer data)
 {
@@ -433,5 +530,6 @@ main(int argc, char **argv)
 	ADD("/model/no-cgroupfs", test_no_cgroupfs);
 	ADD("/model/bad-interval", test_bad_interval);
 	ADD("/model/garbage", test_garbage);
+	ADD("/model/libvirt", test_libvirt);
 	return g_test_run();
 }
