@@ -182,6 +182,61 @@ check_placement(const UsResult *r, gint version)
 	g_assert_cmpuint(r->skipped->len, ==, 0);
 }
 
+/* The pinned case of docs/unsteal.md: alpha's two vCPUs may only use
+ * CPU 0, which is never idle, while CPU 1 is idle the whole interval. */
+static void
+pin_to_cpu0(const gchar *root, gboolean later)
+{
+	static const gchar status[] = "Name:\tCPU\nCpus_allowed:\t1\n"
+				      "Cpus_allowed_list:\t0\n";
+
+	fx_write(root, "proc/stat", later ?
+		 "cpu  1200 0 0 1200 0 0 0 0 0 0\n"
+		 "cpu0 1200 0 0 0 0 0 0 0 0 0\n"
+		 "cpu1 0 0 0 1200 0 0 0 0 0 0\n" :
+		 "cpu  1000 0 0 1000 0 0 0 0 0 0\n"
+		 "cpu0 1000 0 0 0 0 0 0 0 0 0\n"
+		 "cpu1 0 0 0 1000 0 0 0 0 0 0\n", -1);
+	fx_write(root, "proc/100/task/101/status", status, -1);
+	fx_write(root, "proc/100/task/102/status", status, -1);
+}
+
+static void
+pin0(const gchar *root, FxLayout l)
+{
+	(void)l;
+	pin_to_cpu0(root, FALSE);
+}
+
+static void
+pin1(const gchar *root, FxLayout l)
+{
+	(void)l;
+	pin_to_cpu0(root, TRUE);
+}
+
+static void
+test_pinned_idle(Fx *f, gconstpointer data)
+{
+	UsResult *r = run(f->root, FX_V1, pin0, pin1, 90);
+	const UsDomainResult *a = dom(r, "alpha");
+
+	(void)data;
+	g_assert_cmpfloat_with_epsilon(r->idle, 0.5, EPS);
+	for (guint i = 0; i < 2; i++) {
+		const UsVcpuResult *v = vcpu(a, i);
+
+		g_assert_cmpstr(v->cpus, ==, "0");
+		/* its allowed CPU never idled, yet CPU 1 idled all along:
+		 * idle steal, half of the steal */
+		g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.0, EPS);
+		g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.5, EPS);
+		g_assert_cmpfloat_with_epsilon(v->idle_steal, v->steal * 0.5, EPS);
+		g_assert_cmpfloat(v->idle_steal, >, 0.04);
+	}
+	us_result_free(r);
+}
+
 /* libvirt's view attached to alpha (as us_libvirt_apply does): vCPU 1
  * hot-plugged with order 2, delays +0.3 s and +0.1 s over libvirt's own
  * 2.5 s between its two readings. */
@@ -531,5 +586,6 @@ main(int argc, char **argv)
 	ADD("/model/bad-interval", test_bad_interval);
 	ADD("/model/garbage", test_garbage);
 	ADD("/model/libvirt", test_libvirt);
+	ADD("/model/pinned-idle", test_pinned_idle);
 	return g_test_run();
 }
