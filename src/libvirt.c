@@ -261,6 +261,15 @@ check_mapping(UsSnapshot *snap, const UsDomain *d)
 	}
 }
 
+static gint
+cmp_lv_name(gconstpointer a, gconstpointer b)
+{
+	const UsLvDomain *x = a, *y = b;
+	gint c = g_strcmp0(x->name, y->name);
+
+	return c ? c : g_strcmp0(x->uuid, y->uuid);
+}
+
 void
 us_libvirt_apply(UsLibvirt *lv, UsSnapshot *snap)
 {
@@ -304,16 +313,16 @@ us_libvirt_apply(UsLibvirt *lv, UsSnapshot *snap)
 		i++;
 	}
 	{
-		GHashTableIter it;
-		gpointer k, v;
+		/* in name order, so that the list is the same every interval */
+		GList *left = g_list_sort(g_hash_table_get_values(byuuid), cmp_lv_name);
 
-		g_hash_table_iter_init(&it, byuuid);
-		while (g_hash_table_iter_next(&it, &k, &v)) {
-			const UsLvDomain *l = v;
+		for (GList *x = left; x; x = x->next) {
+			const UsLvDomain *l = x->data;
 
 			us_note(snap->notes, "libvirt: domain %s (uuid %s): no QEMU "
 				"process with this -uuid on this host", l->name, l->uuid);
 		}
+		g_list_free(left);
 	}
 	g_hash_table_destroy(byuuid);
 	us_snapshot_sort(snap);
