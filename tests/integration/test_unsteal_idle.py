@@ -16,8 +16,9 @@ CPU sits idle, a placement problem that software fixes (unpinning).
   unsteal's window;
 - idle steal >= 10 % for each pinned vCPU once the host's idle time is at
   least 25 % (CPU 1 at least half idle; with CPU 1 fully idle it is about
-  25 %).  Other sessions' load on this shared host can keep CPU 1 busy:
-  the test tries up to 10 windows of 3 s and reports a SKIP with the
+  25 %), and the host summary >= 0.2 vCPU of idle steal.  Other
+  sessions' load on this shared host can keep CPU 1 busy: the test tries
+  up to 10 windows of 3 s and reports these checks as SKIP with the
   measured idle time if none had 25 %.
 
 Then both are unpinned and a busy 2-vCPU guest joins: four busy vCPUs on
@@ -104,8 +105,12 @@ def main(t):
             t.skip(f"{n}: pinned next to an idle CPU, it shows idle steal >= 10 %",
                    f"other load kept the host {100 - host_idle:.0f} % busy "
                    f"(cpu1 idle {idle.get('cpu1', 0):.0f} %) in {WINDOWS} windows")
-    t.ok(rep["host"]["idle_steal_vcpus"] > 0 or host_idle < 1,
-         "the host summary has idle steal", rep["host"])
+    if host_idle >= IDLE_NEEDED:
+        t.ok(rep["host"]["idle_steal_vcpus"] >= 0.2,
+             "the host summary has >= 0.2 vCPU of idle steal", rep["host"])
+    else:
+        t.skip("the host summary has >= 0.2 vCPU of idle steal",
+               f"host idle only {host_idle} %")
 
     # Contention: unpin, then four busy vCPUs on two CPUs.
     for n in (a, b):
