@@ -11,6 +11,9 @@
 #include <glib.h>
 
 #include "config.h"
+#ifdef HAVE_LIBVIRT
+# include "libvirt.h"
+#endif
 #include "model.h"
 #include "output.h"
 #include "proc.h"
@@ -73,7 +76,8 @@ parse_args(int argc, char **argv, Args *a, gint *status)
 		  "Read DIR/proc and DIR/sys/fs/cgroup instead of the live system; "
 		  "repeat to replay one tree per sample", "DIR" },
 		{ "connect", 'c', 0, G_OPTION_ARG_STRING, &a->connect,
-		  "libvirt URI (only if built with libvirt)", "URI" },
+		  "Take domains from libvirt at URI (read-only); falls back to "
+		  "scanning /proc while it is unreachable", "URI" },
 		{ NULL, 0, 0, 0, NULL, NULL, NULL }
 	};
 	GOptionEntry top[] = {
@@ -160,9 +164,16 @@ parse_args(int argc, char **argv, Args *a, gint *status)
 		fprintf(stderr, "unsteal: --json and --prometheus are exclusive\n");
 		return FALSE;
 	}
+#ifndef HAVE_LIBVIRT
 	if (a->connect) {
-		fprintf(stderr, "unsteal: --connect: this build has no libvirt support; "
-			"leave it out to scan /proc for QEMU processes\n");
+		fprintf(stderr, "unsteal: --connect: this build has no libvirt support "
+			"(built without libvirt-dev); leave it out to scan /proc "
+			"for QEMU processes\n");
+		return FALSE;
+	}
+#endif
+	if (a->connect && a->connect[0] == '\0') {
+		fprintf(stderr, "unsteal: --connect needs a URI\n");
 		return FALSE;
 	}
 	if (a->roots && g_strv_length(a->roots) > 1) {
@@ -214,6 +225,20 @@ emit(const Args *a, const UsResult *r, const UsOutputOptions *oo, gboolean first
 	g_string_free(out, TRUE);
 }
 
+#ifdef HAVE_LIBVIRT
+static UsSnapshot *
+take(UsSource *src, UsLibvirt *lv)
+{
+	UsSnapshot *snap = us_snapshot_take(src);
+
+	if (lv)
+		us_libvirt_apply(lv, snap);
+	return snap;
+}
+#else
+# define take(src, lv) us_snapshot_take(src)
+#endif
+
 int
 main(int argc, char **argv)
 {
@@ -225,6 +250,9 @@ main(int argc, char **argv)
 	UsModelOptions mo;
 	UsOutputOptions oo;
 	struct sigaction sa;
+#ifdef HAVE_LIBVIRT
+	UsLibvirt *lv = NULL;
+#endif
 
 	setlocale(LC_ALL, "");
 	setlocale(LC_NUMERIC, "C");
@@ -235,6 +263,12 @@ main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/* a libvirt daemon that goes away must not kill us with SIGPIPE */
+	signal(SIGPIPE, SIG_IGN);
+#ifdef HAVE_LIBVIRT
+	if (a.connect)
+		lv = us_libvirt_new(a.connect);
+#endif
 
 	nroots = a.roots ? g_strv_length(a.roots) : 1;
 	src = g_new0(UsSource *, nroots);
@@ -257,7 +291,7 @@ main(int argc, char **argv)
 		printf("unsteal: sampling for %.1f s...\n", a.interval);
 	fflush(stdout);
 
-	prev = us_snapshot_take(src[0]);
+	prev = take(src[0], lv);
 	for (gint k = 1; a.count < 0 || k <= a.count; k++) {
 		UsSnapshot *cur;
 		UsResult *r;
@@ -267,7 +301,7 @@ main(int argc, char **argv)
 			sleep_interval(a.interval);
 		if (stop_requested)
 			break;
-		cur = us_snapshot_take(src[MIN((guint)k, nroots - 1)]);
+		cur = take(src[MIN((guint)k, nroots - 1)], lv);
 		r = us_model_compute(prev, cur, &mo, &err);
 		if (r) {
 			emit(&a, r, &oo, k == 1);
@@ -284,6 +318,9 @@ main(int argc, char **argv)
 	for (guint i = 0; i < nroots; i++)
 		us_source_free(src[i]);
 	g_free(src);
+#ifdef HAVE_LIBVIRT
+	us_libvirt_free(lv);
+#endif
 out_args:
 	g_strfreev(a.roots);
 	g_free(a.output);

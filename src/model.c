@@ -17,6 +17,14 @@ us_placement_name(UsPlacement p)
 	return "unknown";
 }
 
+const gchar *
+us_expected_placement(const UsLvDomain *lv)
+{
+	if (!lv || !lv->have_tune)
+		return NULL;
+	return us_cputune_is_default(&lv->tune) ? "shared" : "own";
+}
+
 static void
 vcpu_result_free(UsVcpuResult *v)
 {
@@ -30,6 +38,7 @@ domain_result_free(UsDomainResult *d)
 {
 	g_free(d->name);
 	g_free(d->group);
+	us_lv_domain_free(d->lv);
 	g_ptr_array_free(d->cgroups, TRUE);
 	g_ptr_array_free(d->vcpus, TRUE);
 	g_free(d);
@@ -240,6 +249,7 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 	gdouble dt = b->time - a->time;
 	gdouble threshold = opt ? opt->busy_threshold : US_DEFAULT_BUSY_THRESHOLD;
 	GHashTable *cgs;
+	gdouble host_idle;
 	UsResult *r;
 
 	if (!(dt > 0)) {
@@ -250,6 +260,7 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 	r = g_new0(UsResult, 1);
 	r->interval = dt;
 	r->realtime_us = b->realtime_us;
+	r->libvirt = b->libvirt;
 	r->domains = g_ptr_array_new_with_free_func((GDestroyNotify)domain_result_free);
 	r->cgroups = g_ptr_array_new_with_free_func((GDestroyNotify)cgroup_result_free);
 	r->skipped = g_ptr_array_new_with_free_func(g_free);
@@ -267,6 +278,7 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 		r->idle = clamp01((gdouble)(b->all.idle - a->all.idle) /
 				  (gdouble)(b->all.total - a->all.total));
 
+	host_idle = idle_fraction(a, b, NULL);
 	cgs = g_hash_table_new(g_str_hash, g_str_equal);
 	for (guint i = 0; i < b->domains->len; i++) {
 		const UsDomain *db = g_ptr_array_index(b->domains, i);
@@ -283,6 +295,7 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 		dr->name = g_strdup(db->name);
 		dr->pid = db->pid;
 		dr->group = g_strdup(db->group);
+		dr->lv = us_lv_domain_copy(db->lv);
 		dr->vcpus = g_ptr_array_new_with_free_func((GDestroyNotify)vcpu_result_free);
 		dr->cgroups = g_ptr_array_new();
 
@@ -309,11 +322,33 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 			v->placement = thread_placement(db, tb);
 			v->util = (gdouble)(tb->run_ns - ta->run_ns) / 1e9 / dt;
 			v->steal = (gdouble)(tb->wait_ns - ta->wait_ns) / 1e9 / dt;
-			v->idle_frac = idle_fraction(a, b, tb->allowed);
+			/* idle steal counts every idle host CPU, not only the
+			 * allowed ones: waiting while a CPU the vCPU may not use
+			 * sits idle is a placement (pinning, cpuset, quota)
+			 * problem, fixable in software (docs/unsteal.md) */
+			v->idle_frac = host_idle;
+			v->allowed_idle = idle_fraction(a, b, tb->allowed);
 			v->idle_steal = v->steal * v->idle_frac;
 			v->busy_steal = v->steal - v->idle_steal;
 			v->run_s = (gdouble)tb->run_ns / 1e9;
 			v->wait_s = (gdouble)tb->wait_ns / 1e9;
+			v->order = -1;
+			if (db->lv) {
+				const UsLvVcpu *lb = us_lv_domain_vcpu_const(db->lv, tb->vcpu);
+				const UsLvVcpu *la = us_lv_domain_vcpu_const(da->lv, tb->vcpu);
+
+				if (lb)
+					v->order = lb->order;
+				/* over the interval between libvirt's own two
+				 * readings, which lag the /proc ones a little */
+				gdouble ldt = da->lv ? db->lv->stats_time - da->lv->stats_time : 0;
+
+				if (la && lb && la->have_delay && lb->have_delay &&
+				    lb->delay_ns >= la->delay_ns && ldt > 0) {
+					v->have_lv_steal = TRUE;
+					v->lv_steal = (gdouble)(lb->delay_ns - la->delay_ns) / 1e9 / ldt;
+				}
+			}
 			g_ptr_array_add(dr->vcpus, v);
 
 			if (v->placement == US_PLACE_OWN)

@@ -16,6 +16,9 @@ typedef enum {
 } UsPlacement;
 
 const gchar *us_placement_name(UsPlacement p);
+/* Where the per-host vCPU cgroup rule puts a domain with these tunables:
+ * "shared" or "own"; NULL when they are unknown. */
+const gchar *us_expected_placement(const UsLvDomain *lv);
 
 /* Interval deltas of one cpu cgroup. */
 typedef struct {
@@ -43,10 +46,15 @@ typedef struct {
 	UsPlacement placement;
 	gdouble util;
 	gdouble steal;
-	gdouble idle_frac;      /* host idle fraction of the allowed CPUs */
+	gdouble idle_frac;      /* host idle fraction, all CPUs (per-CPU lines) */
+	gdouble allowed_idle;   /* idle fraction of the thread's allowed CPUs */
 	gdouble idle_steal;
 	gdouble busy_steal;
 	gdouble run_s, wait_s;  /* cumulative schedstat, seconds */
+	/* libvirt mode */
+	gint order;             /* hotplug order from the XML, -1 none */
+	gboolean have_lv_steal;
+	gdouble lv_steal;       /* Δ vcpu.N.delay / Δt */
 } UsVcpuResult;
 
 typedef struct {
@@ -66,6 +74,7 @@ typedef struct {
 	gdouble quota_cpus;      /* sum of quotas, < 0 if any is unlimited */
 	GPtrArray *cgroups;      /* UsCgroupResult* (borrowed) */
 	GPtrArray *vcpus;        /* UsVcpuResult* */
+	UsLvDomain *lv;          /* libvirt's view (copy), NULL outside libvirt mode */
 } UsDomainResult;
 
 typedef struct {
@@ -79,6 +88,7 @@ typedef struct {
 	GPtrArray *domains;      /* UsDomainResult* */
 	GPtrArray *cgroups;      /* UsCgroupResult*, sorted by key */
 	GPtrArray *skipped;      /* strings */
+	gint libvirt;            /* US_LV_* of the later sample */
 } UsResult;
 
 typedef struct {

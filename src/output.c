@@ -67,6 +67,25 @@ throttle_cols(gboolean have, guint64 periods, guint64 throttled, gdouble ratio,
 }
 
 #define TABLE_HDR "%-20s %7s %5s %6s %6s %6s %6s %-5s %-7s %5s %7s %6s  %s\n"
+/* libvirt mode: TUNABLES and EXPECT after PLACE */
+#define TABLE_HDR_LV "%-20s %7s %5s %6s %6s %6s %6s %-5s %-7s %-8s %-6s %5s %7s %6s  %s\n"
+
+static const gchar *
+lv_tunables(const UsDomainResult *d)
+{
+	if (!d->lv)
+		return "-";
+	if (!d->lv->have_tune)
+		return "?";
+	return us_cputune_is_default(&d->lv->tune) ? "default" : "custom";
+}
+
+static const gchar *
+lv_state(gint state)
+{
+	return state == US_LV_UP ? "connected" :
+	       state == US_LV_DOWN ? "disconnected" : NULL;
+}
 
 void
 us_output_table(GString *out, const UsResult *r, const UsOutputOptions *o)
@@ -85,15 +104,25 @@ us_output_table(GString *out, const UsResult *r, const UsOutputOptions *o)
 	append_num(n, "%.2f", r->interval);
 	g_string_append(n, " s");
 	g_string_append_printf(out, "host: %s", n->str);
+	if (r->libvirt == US_LV_UP)
+		g_string_append(out, "; libvirt connected");
+	else if (r->libvirt == US_LV_DOWN)
+		g_string_append(out, "; libvirt DISCONNECTED, all QEMU processes from /proc");
 	if (r->skipped->len)
 		g_string_append_printf(out, "; %u skipped", r->skipped->len);
 	g_string_append_c(out, '\n');
 	g_free(idle);
 	g_string_free(n, TRUE);
 
-	g_string_append_printf(out, TABLE_HDR, "DOMAIN", "PID", "VCPUS", "UTIL%",
-			       "STEAL%", "IDLST%", "BSYST%", "CLASS", "PLACE",
-			       "THR%", "THRms/s", "QUOTA", "CGROUP");
+	if (r->libvirt)
+		g_string_append_printf(out, TABLE_HDR_LV, "DOMAIN", "PID", "VCPUS",
+				       "UTIL%", "STEAL%", "IDLST%", "BSYST%", "CLASS",
+				       "PLACE", "TUNABLES", "EXPECT", "THR%",
+				       "THRms/s", "QUOTA", "CGROUP");
+	else
+		g_string_append_printf(out, TABLE_HDR, "DOMAIN", "PID", "VCPUS", "UTIL%",
+				       "STEAL%", "IDLST%", "BSYST%", "CLASS", "PLACE",
+				       "THR%", "THRms/s", "QUOTA", "CGROUP");
 	for (guint i = 0; i < r->domains->len; i++) {
 		const UsDomainResult *d = g_ptr_array_index(r->domains, i);
 		gchar *u = fmt_pct(d->util), *s = fmt_pct(d->steal);
@@ -110,10 +139,20 @@ us_output_table(GString *out, const UsResult *r, const UsOutputOptions *o)
 		}
 		throttle_cols(d->have_throttle, d->periods, d->throttled,
 			      d->throttled_ratio, &thr, &thrms);
-		g_string_append_printf(out, TABLE_HDR, d->name, pid, nv, u, s, is,
-				       bs, d->busy ? "busy" : "idle",
-				       us_placement_name(d->placement), thr, thrms,
-				       q, cg->len ? cg->str : "?");
+		if (r->libvirt) {
+			const gchar *exp = us_expected_placement(d->lv);
+
+			g_string_append_printf(out, TABLE_HDR_LV, d->name, pid, nv, u,
+					       s, is, bs, d->busy ? "busy" : "idle",
+					       us_placement_name(d->placement),
+					       lv_tunables(d), exp ? exp : "-", thr,
+					       thrms, q, cg->len ? cg->str : "?");
+		} else {
+			g_string_append_printf(out, TABLE_HDR, d->name, pid, nv, u, s,
+					       is, bs, d->busy ? "busy" : "idle",
+					       us_placement_name(d->placement), thr,
+					       thrms, q, cg->len ? cg->str : "?");
+		}
 		g_free(u); g_free(s); g_free(is); g_free(bs);
 		g_free(thr); g_free(thrms); g_free(q); g_free(pid); g_free(nv);
 		g_string_free(cg, TRUE);
@@ -122,17 +161,37 @@ us_output_table(GString *out, const UsResult *r, const UsOutputOptions *o)
 			const UsVcpuResult *v = g_ptr_array_index(d->vcpus, j);
 			gchar *label = g_strdup_printf("  vCPU %d", v->vcpu);
 			gchar *tid = g_strdup_printf("%d", v->tid);
-			gchar *hi = fmt_pct(v->idle_frac);
-			gchar *where = g_strdup_printf("cpus=%s hostidle=%s%% %s",
-						       v->cpus ? v->cpus : "all", hi,
-						       v->cgroup ? v->cgroup : "?");
+			gchar *hi = fmt_pct(v->allowed_idle);
+			GString *where = g_string_new(NULL);
+
+			g_string_append_printf(where, "cpus=%s cpusidle=%s%%",
+					       v->cpus ? v->cpus : "all", hi);
+			if (d->lv) {
+				if (v->order >= 0)
+					g_string_append_printf(where, " order=%d", v->order);
+				if (v->have_lv_steal) {
+					gchar *ls = fmt_pct(v->lv_steal);
+
+					g_string_append_printf(where, " lvsteal=%s%%", ls);
+					g_free(ls);
+				}
+			}
+			g_string_append_printf(where, " %s", v->cgroup ? v->cgroup : "?");
 
 			u = fmt_pct(v->util); s = fmt_pct(v->steal);
 			is = fmt_pct(v->idle_steal); bs = fmt_pct(v->busy_steal);
-			g_string_append_printf(out, TABLE_HDR, label, tid, "", u, s,
-					       is, bs, "", us_placement_name(v->placement),
-					       "", "", "", where);
-			g_free(label); g_free(tid); g_free(hi); g_free(where);
+			if (r->libvirt)
+				g_string_append_printf(out, TABLE_HDR_LV, label, tid, "", u,
+						       s, is, bs, "",
+						       us_placement_name(v->placement),
+						       "", "", "", "", "", where->str);
+			else
+				g_string_append_printf(out, TABLE_HDR, label, tid, "", u, s,
+						       is, bs, "",
+						       us_placement_name(v->placement),
+						       "", "", "", where->str);
+			g_free(label); g_free(tid); g_free(hi);
+			g_string_free(where, TRUE);
 			g_free(u); g_free(s); g_free(is); g_free(bs);
 		}
 	}
@@ -227,6 +286,50 @@ close_obj(GString *out, gchar c)
 	g_string_append_c(out, c);
 }
 
+static void
+json_libvirt(GString *out, const UsDomainResult *d)
+{
+	const gchar *exp;
+	gchar *tune;
+
+	json_key(out, "libvirt");
+	if (!d->lv) {
+		g_string_append(out, "null,");
+		return;
+	}
+	g_string_append_printf(out, "{\"id\":%d,", d->lv->id);
+	json_key(out, "uuid");
+	us_json_string(out, d->lv->uuid);
+	g_string_append_c(out, ',');
+	json_key(out, "tunables");
+	if (d->lv->have_tune)
+		us_json_string(out, lv_tunables(d));
+	else
+		g_string_append(out, "null");
+	g_string_append_c(out, ',');
+	json_key(out, "cputune");
+	tune = d->lv->have_tune ? us_cputune_describe(&d->lv->tune) : NULL;
+	if (tune)
+		us_json_string(out, tune);
+	else
+		g_string_append(out, "null");
+	g_free(tune);
+	g_string_append_c(out, ',');
+	json_key(out, "expected_placement");
+	exp = us_expected_placement(d->lv);
+	if (exp)
+		us_json_string(out, exp);
+	else
+		g_string_append(out, "null");
+	g_string_append_c(out, ',');
+	json_key(out, "vcpu_cgroup");
+	if (d->lv->vcpu_cgroup)
+		us_json_string(out, d->lv->vcpu_cgroup);
+	else
+		g_string_append(out, "null");
+	g_string_append(out, "},");
+}
+
 void
 us_output_json(GString *out, const UsResult *r, const UsOutputOptions *o)
 {
@@ -245,6 +348,12 @@ us_output_json(GString *out, const UsResult *r, const UsOutputOptions *o)
 	json_num(out, "busy_steal_vcpus", "%.4f", r->busy_steal);
 	json_num(out, "idle_steal_vcpus", "%.4f", r->idle_steal);
 	close_obj(out, '}');
+	g_string_append_c(out, ',');
+	json_key(out, "libvirt");
+	if (lv_state(r->libvirt))
+		us_json_string(out, lv_state(r->libvirt));
+	else
+		g_string_append(out, "null");
 	g_string_append_c(out, ',');
 
 	json_key(out, "domains");
@@ -273,6 +382,7 @@ us_output_json(GString *out, const UsResult *r, const UsOutputOptions *o)
 		json_throttle(out, d->have_throttle, d->periods, d->throttled,
 			      d->throttled_ratio);
 		json_quota(out, d->have_quota, d->quota_cpus);
+		json_libvirt(out, d);
 		json_key(out, "vcpu");
 		g_string_append_c(out, '[');
 		for (guint j = 0; j < d->vcpus->len; j++) {
@@ -297,7 +407,17 @@ us_output_json(GString *out, const UsResult *r, const UsOutputOptions *o)
 			json_pct(out, "steal_pct", v->steal);
 			json_pct(out, "idle_steal_pct", v->idle_steal);
 			json_pct(out, "busy_steal_pct", v->busy_steal);
-			json_pct(out, "host_idle_pct", v->idle_frac);
+			json_pct(out, "allowed_idle_pct", v->allowed_idle);
+			json_key(out, "order");
+			if (v->order >= 0)
+				g_string_append_printf(out, "%d,", v->order);
+			else
+				g_string_append(out, "null,");
+			json_key(out, "libvirt_steal_pct");
+			if (v->have_lv_steal)
+				append_pct(out, v->lv_steal);
+			else
+				g_string_append(out, "null");
 			close_obj(out, '}');
 			g_string_append_c(out, ',');
 		}
@@ -395,7 +515,7 @@ vcpu_field(const UsVcpuResult *v, VcpuField f)
 	case F_STEAL: return v->steal;
 	case F_IDLE_STEAL: return v->idle_steal;
 	case F_BUSY_STEAL: return v->busy_steal;
-	case F_HOST_IDLE: return v->idle_frac;
+	case F_HOST_IDLE: return v->allowed_idle;
 	case F_RUN: return v->run_s;
 	case F_WAIT: return v->wait_s;
 	}
@@ -419,9 +539,9 @@ us_output_prometheus(GString *out, const UsResult *r, const UsOutputOptions *o)
 	} vm[] = {
 		{ "vcpu_utilisation_ratio", "gauge", "Fraction of the interval the vCPU thread ran on a host CPU.", F_UTIL },
 		{ "vcpu_steal_ratio", "gauge", "Fraction of the interval the vCPU thread waited on a run queue (steal).", F_STEAL },
-		{ "vcpu_idle_steal_ratio", "gauge", "Part of the steal ratio that overlapped idle time of the vCPU's allowed host CPUs.", F_IDLE_STEAL },
+		{ "vcpu_idle_steal_ratio", "gauge", "Part of the steal ratio that overlapped idle time of the host's CPUs (steal ratio x host idle fraction).", F_IDLE_STEAL },
 		{ "vcpu_busy_steal_ratio", "gauge", "Steal ratio minus idle steal ratio.", F_BUSY_STEAL },
-		{ "vcpu_host_idle_ratio", "gauge", "Idle fraction of the host CPUs the vCPU thread may run on.", F_HOST_IDLE },
+		{ "vcpu_allowed_idle_ratio", "gauge", "Idle fraction of the host CPUs the vCPU thread may run on (Cpus_allowed_list).", F_HOST_IDLE },
 		{ "vcpu_run_seconds_total", "counter", "Time the vCPU thread ran on a host CPU (schedstat field 1).", F_RUN },
 		{ "vcpu_wait_seconds_total", "counter", "Time the vCPU thread waited on a run queue (schedstat field 2).", F_WAIT },
 	};
@@ -492,6 +612,50 @@ us_output_prometheus(GString *out, const UsResult *r, const UsOutputOptions *o)
 				us_prom_label_value(out, d->name);
 				g_string_append_printf(out, ",vcpu=\"%d\"}", v->vcpu);
 				prom_value(out, vcpu_field(v, vm[k].f));
+			}
+		}
+	}
+	if (r->libvirt) {
+		prom_host(out, "libvirt_connected", "gauge", "1 when the libvirt connection (--connect) worked in this sample, 0 when domains came from scanning /proc.", r->libvirt == US_LV_UP);
+		prom_head(out, "domain_tunables_default", "gauge", "1 when the domain's vCPU CPU tunables are at their defaults (the per-host vCPU cgroup rule shares its vCPUs), 0 when custom.");
+		for (guint i = 0; i < r->domains->len; i++) {
+			const UsDomainResult *d = g_ptr_array_index(r->domains, i);
+
+			if (!d->lv || !d->lv->have_tune)
+				continue;
+			prom_domain_labels(out, "domain_tunables_default", d);
+			prom_value(out, us_cputune_is_default(&d->lv->tune));
+		}
+		prom_head(out, "domain_libvirt_info", "gauge", "libvirt's view of the domain: id, uuid, tunables, the placement the per-host rule expects and the actual one.");
+		for (guint i = 0; i < r->domains->len; i++) {
+			const UsDomainResult *d = g_ptr_array_index(r->domains, i);
+			const gchar *exp = us_expected_placement(d->lv);
+
+			if (!d->lv)
+				continue;
+			g_string_append(out, "unsteal_domain_libvirt_info{domain=");
+			us_prom_label_value(out, d->name);
+			g_string_append_printf(out, ",id=\"%d\",uuid=", d->lv->id);
+			us_prom_label_value(out, d->lv->uuid);
+			g_string_append_printf(out, ",tunables=\"%s\",expected_placement=\"%s\",placement=\"%s\",vcpu_cgroup=",
+					       d->lv->have_tune ? lv_tunables(d) : "",
+					       exp ? exp : "", us_placement_name(d->placement));
+			us_prom_label_value(out, d->lv->vcpu_cgroup ? d->lv->vcpu_cgroup : "");
+			g_string_append(out, "} 1\n");
+		}
+		prom_head(out, "vcpu_libvirt_steal_ratio", "gauge", "Steal from libvirt's vcpu.N.delay over the interval between its two readings (cross-check).");
+		for (guint i = 0; i < r->domains->len; i++) {
+			const UsDomainResult *d = g_ptr_array_index(r->domains, i);
+
+			for (guint j = 0; j < d->vcpus->len; j++) {
+				const UsVcpuResult *v = g_ptr_array_index(d->vcpus, j);
+
+				if (!v->have_lv_steal)
+					continue;
+				g_string_append(out, "unsteal_vcpu_libvirt_steal_ratio{domain=");
+				us_prom_label_value(out, d->name);
+				g_string_append_printf(out, ",vcpu=\"%d\"}", v->vcpu);
+				prom_value(out, v->lv_steal);
 			}
 		}
 	}

@@ -119,6 +119,30 @@ us_proc_domain_name(const gchar *cmdline, gsize len)
 	return name;
 }
 
+/* The canonical value of QEMU's -uuid option (the last one wins). */
+gchar *
+us_proc_qemu_uuid(const gchar *cmdline, gsize len)
+{
+	const gchar *p = cmdline, *end = cmdline + len;
+	gchar *uuid = NULL;
+
+	while (p < end) {
+		gsize n = strnlen(p, (gsize)(end - p));
+		const gchar *next = p + n + 1;
+
+		if ((strcmp(p, "-uuid") == 0 || strcmp(p, "--uuid") == 0) &&
+		    next < end) {
+			gchar *opt = g_strndup(next, strnlen(next, (gsize)(end - next)));
+
+			g_free(uuid);
+			uuid = us_uuid_normalize(opt);
+			g_free(opt);
+		}
+		p = next;
+	}
+	return uuid;
+}
+
 gboolean
 us_proc_parse_stat(const gchar *buf, UsCpuTimes *all, GArray *cpus)
 {
@@ -265,6 +289,8 @@ domain_free(UsDomain *d)
 		return;
 	g_free(d->name);
 	g_free(d->group);
+	g_free(d->uuid);
+	us_lv_domain_free(d->lv);
 	g_ptr_array_free(d->vcpus, TRUE);
 	g_free(d);
 }
@@ -422,8 +448,10 @@ read_domain(UsSnapshot *snap, const UsSource *src, gint pid)
 	rel = g_strdup_printf("/proc/%d/cmdline", pid);
 	buf = read_small(src, rel, &len, &why);
 	g_free(rel);
-	if (buf)
+	if (buf) {
 		d->name = us_proc_domain_name(buf, len);
+		d->uuid = us_proc_qemu_uuid(buf, len);
+	}
 	g_free(buf);
 	if (!d->name) {
 		d->name = g_strdup_printf("pid-%d", pid);
@@ -508,6 +536,12 @@ us_snapshot_take(UsSource *src)
 	g_array_free(pids, TRUE);
 	g_ptr_array_sort(snap->domains, cmp_domain);
 	return snap;
+}
+
+void
+us_snapshot_sort(UsSnapshot *snap)
+{
+	g_ptr_array_sort(snap->domains, cmp_domain);
 }
 
 void

@@ -5,6 +5,7 @@
 #include <glib.h>
 
 #include "cgroup.h"
+#include "lvinfo.h"
 
 typedef struct {
 	gboolean present;
@@ -26,6 +27,8 @@ typedef struct {
 	gint pid;
 	gchar *name;
 	gchar *group;          /* domain's own cpu group (from emulator thread) */
+	gchar *uuid;           /* QEMU's -uuid, canonical, or NULL */
+	UsLvDomain *lv;        /* libvirt's view (libvirt mode), or NULL */
 	GPtrArray *vcpus;      /* UsThread*, sorted by vcpu */
 } UsDomain;
 
@@ -37,7 +40,12 @@ typedef struct {
 	GPtrArray *domains;    /* UsDomain*, sorted by name, pid */
 	GHashTable *cgroups;   /* key -> UsCgroupStat* */
 	GPtrArray *notes;      /* what was skipped, strings */
+	/* libvirt mode: US_LV_OFF (not asked for), US_LV_DOWN (no connection:
+	 * domains come from scanning /proc) or US_LV_UP */
+	gint libvirt;
 } UsSnapshot;
+
+enum { US_LV_OFF = 0, US_LV_DOWN = 1, US_LV_UP = 2 };
 
 typedef struct {
 	gchar *root;           /* NULL or "/" = live system */
@@ -52,11 +60,14 @@ void us_source_free(UsSource *src);
 
 UsSnapshot *us_snapshot_take(UsSource *src);
 void us_snapshot_free(UsSnapshot *snap);
+/* Re-sort the domains by name and pid (after renaming them). */
+void us_snapshot_sort(UsSnapshot *snap);
 
 /* Helpers, exposed for the unit tests. */
 gboolean us_proc_is_qemu(const gchar *comm);
 gint us_proc_vcpu_id(const gchar *comm);
 gchar *us_proc_domain_name(const gchar *cmdline, gsize len);
+gchar *us_proc_qemu_uuid(const gchar *cmdline, gsize len);
 gboolean us_proc_parse_stat(const gchar *buf, UsCpuTimes *all, GArray *cpus);
 gboolean us_proc_parse_schedstat(const gchar *buf, guint64 *run, guint64 *wait);
 gchar *us_proc_status_field(const gchar *status, const gchar *field);

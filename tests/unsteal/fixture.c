@@ -8,6 +8,8 @@
  *               all:  150 idle of 400                -> idle 0.375
  *
  *   pid 100 qemu-system-x86  -name guest=alpha,debug-threads=on
+ *                            -uuid 6695eb01-f6a4-8304-79aa-97f2502e193f
+ *     (the UUID of the domain "test" of libvirt's test:///default driver)
  *     tid 101 "CPU 0/KVM" cpus 0    run +1.5 s wait +0.4 s
  *     tid 102 "CPU 1/KVM" cpus 0-1  run +1.6 s wait +0.2 s
  *     tid 103 "IO iothread1" (not a vCPU)
@@ -216,7 +218,7 @@ fx_build(const gchar *root, FxLayout l, gint s)
 {
 	static const gchar alpha_cmd[] =
 		"/usr/bin/qemu-system-x86_64\0-name\0guest=alpha,debug-threads=on\0"
-		"-m\0512\0";
+		"-uuid\0006695eb01-f6a4-8304-79aa-97f2502e193f\0-m\0512\0";
 	static const gchar beta_cmd[] = "/usr/libexec/qemu-kvm\0-name\0beta\0";
 	gchar *ae = cg_line(l, "/machine/alpha.libvirt-qemu/emulator");
 	gchar *av = cg_line(l, "/machine/vcpus.partition");

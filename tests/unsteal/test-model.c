@@ -105,21 +105,24 @@ check_figures(const UsResult *r)
 	g_assert_cmpstr(v->cpus, ==, "0");
 	g_assert_cmpfloat_with_epsilon(v->util, 0.75, EPS);
 	g_assert_cmpfloat_with_epsilon(v->steal, 0.2, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.25, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.05, EPS);
-	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.15, EPS);
+	/* idle steal: steal x host idle (0.375), whatever the allowed CPUs */
+	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.375, EPS);
+	g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.25, EPS);
+	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.075, EPS);
+	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.125, EPS);
 	v = vcpu(a, 1);
 	g_assert_cmpint(v->vcpu, ==, 1);
 	g_assert_cmpint(v->tid, ==, 102);
 	g_assert_cmpfloat_with_epsilon(v->util, 0.8, EPS);
 	g_assert_cmpfloat_with_epsilon(v->steal, 0.1, EPS);
 	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.375, EPS);
+	g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.375, EPS);
 	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.0375, EPS);
 	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.0625, EPS);
 	g_assert_cmpfloat_with_epsilon(a->util, 0.775, EPS);
 	g_assert_cmpfloat_with_epsilon(a->steal, 0.15, EPS);
-	g_assert_cmpfloat_with_epsilon(a->idle_steal, 0.04375, EPS);
-	g_assert_cmpfloat_with_epsilon(a->busy_steal, 0.10625, EPS);
+	g_assert_cmpfloat_with_epsilon(a->idle_steal, 0.05625, EPS);
+	g_assert_cmpfloat_with_epsilon(a->busy_steal, 0.09375, EPS);
 	g_assert_true(a->busy);    /* 0.775 + 0.15 = 92.5 % >= 90 % */
 
 	g_assert_nonnull(b);
@@ -129,15 +132,16 @@ check_figures(const UsResult *r)
 	g_assert_cmpint(v->tid, ==, 201);
 	g_assert_cmpfloat_with_epsilon(v->util, 0.1, EPS);
 	g_assert_cmpfloat_with_epsilon(v->steal, 0.3, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.5, EPS);
-	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.15, EPS);
-	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.15, EPS);
+	g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.375, EPS);
+	g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.5, EPS);
+	g_assert_cmpfloat_with_epsilon(v->idle_steal, 0.1125, EPS);
+	g_assert_cmpfloat_with_epsilon(v->busy_steal, 0.1875, EPS);
 	g_assert_false(b->busy);   /* 40 % */
 
 	g_assert_cmpfloat_with_epsilon(r->util, 1.65, EPS);
 	g_assert_cmpfloat_with_epsilon(r->steal, 0.6, EPS);
-	g_assert_cmpfloat_with_epsilon(r->idle_steal, 0.2375, EPS);
-	g_assert_cmpfloat_with_epsilon(r->busy_steal, 0.3625, EPS);
+	g_assert_cmpfloat_with_epsilon(r->idle_steal, 0.225, EPS);
+	g_assert_cmpfloat_with_epsilon(r->busy_steal, 0.375, EPS);
 }
 
 static void
@@ -176,6 +180,158 @@ check_placement(const UsResult *r, gint version)
 	if (version == 2)
 		g_assert_cmpfloat_with_epsilon(c->pressure_some, 0.2, EPS);
 	g_assert_cmpuint(r->skipped->len, ==, 0);
+}
+
+/* The pinned case of docs/unsteal.md: alpha's two vCPUs may only use
+ * CPU 0, which is never idle, while CPU 1 is idle the whole interval. */
+static void
+pin_to_cpu0(const gchar *root, gboolean later)
+{
+	static const gchar status[] = "Name:\tCPU\nCpus_allowed:\t1\n"
+				      "Cpus_allowed_list:\t0\n";
+
+	fx_write(root, "proc/stat", later ?
+		 "cpu  1200 0 0 1200 0 0 0 0 0 0\n"
+		 "cpu0 1200 0 0 0 0 0 0 0 0 0\n"
+		 "cpu1 0 0 0 1200 0 0 0 0 0 0\n" :
+		 "cpu  1000 0 0 1000 0 0 0 0 0 0\n"
+		 "cpu0 1000 0 0 0 0 0 0 0 0 0\n"
+		 "cpu1 0 0 0 1000 0 0 0 0 0 0\n", -1);
+	fx_write(root, "proc/100/task/101/status", status, -1);
+	fx_write(root, "proc/100/task/102/status", status, -1);
+}
+
+static void
+pin0(const gchar *root, FxLayout l)
+{
+	(void)l;
+	pin_to_cpu0(root, FALSE);
+}
+
+static void
+pin1(const gchar *root, FxLayout l)
+{
+	(void)l;
+	pin_to_cpu0(root, TRUE);
+}
+
+static void
+test_pinned_idle(Fx *f, gconstpointer data)
+{
+	UsResult *r = run(f->root, FX_V1, pin0, pin1, 90);
+	const UsDomainResult *a = dom(r, "alpha");
+
+	(void)data;
+	g_assert_cmpfloat_with_epsilon(r->idle, 0.5, EPS);
+	for (guint i = 0; i < 2; i++) {
+		const UsVcpuResult *v = vcpu(a, i);
+
+		g_assert_cmpstr(v->cpus, ==, "0");
+		/* its allowed CPU never idled, yet CPU 1 idled all along:
+		 * idle steal, half of the steal */
+		g_assert_cmpfloat_with_epsilon(v->allowed_idle, 0.0, EPS);
+		g_assert_cmpfloat_with_epsilon(v->idle_frac, 0.5, EPS);
+		g_assert_cmpfloat_with_epsilon(v->idle_steal, v->steal * 0.5, EPS);
+		g_assert_cmpfloat(v->idle_steal, >, 0.04);
+	}
+	us_result_free(r);
+}
+
+/* libvirt's view attached to alpha (as us_libvirt_apply does): vCPU 1
+ * hot-plugged with order 2, delays +0.3 s and +0.1 s over libvirt's own
+ * 2.5 s between its two readings. */
+static UsLvDomain *
+lv_alpha(gdouble t, guint64 d0, guint64 d1, gint64 quota)
+{
+	UsLvDomain *l = us_lv_domain_new();
+	UsLvVcpu *v;
+
+	l->name = g_strdup("alpha-lv");
+	l->uuid = g_strdup("6695eb01-f6a4-8304-79aa-97f2502e193f");
+	l->id = 7;
+	l->have_tune = TRUE;
+	l->tune.quota = quota;
+	l->stats_time = t;
+	v = us_lv_domain_vcpu(l, 0, TRUE);
+	v->have_delay = TRUE;
+	v->delay_ns = d0;
+	v = us_lv_domain_vcpu(l, 1, TRUE);
+	v->order = 2;
+	v->have_delay = TRUE;
+	v->delay_ns = d1;
+	return l;
+}
+
+static void
+test_libvirt(Fx *f, gconstpointer data)
+{
+	UsSource *src;
+	UsSnapshot *a, *b;
+	UsResult *r;
+	UsModelOptions mo = { 90 };
+	const UsDomainResult *d;
+	const UsVcpuResult *v;
+
+	(void)data;
+	fx_build(f->root, FX_V1, 0);
+	src = us_source_new(f->root);
+	a = us_snapshot_take(src);
+	fx_build(f->root, FX_V1, 1);
+	b = us_snapshot_take(src);
+	for (guint i = 0; i < a->domains->len; i++) {
+		UsDomain *x = g_ptr_array_index(a->domains, i);
+
+		if (x->pid == 100) {
+			g_assert_cmpstr(x->uuid, ==, "6695eb01-f6a4-8304-79aa-97f2502e193f");
+			x->lv = lv_alpha(50.0, 1000000000, 5000000000, 0);
+		}
+	}
+	for (guint i = 0; i < b->domains->len; i++) {
+		UsDomain *x = g_ptr_array_index(b->domains, i);
+
+		if (x->pid == 100)
+			x->lv = lv_alpha(52.5, 1300000000, 5100000000, 20000);
+	}
+	b->libvirt = US_LV_UP;
+	r = us_model_compute(a, b, &mo, NULL);
+	g_assert_nonnull(r);
+	g_assert_cmpint(r->libvirt, ==, US_LV_UP);
+	d = dom(r, "alpha");
+	g_assert_nonnull(d->lv);
+	g_assert_cmpint(d->lv->id, ==, 7);
+	/* the later sample's tunables count */
+	g_assert_cmpstr(us_expected_placement(d->lv), ==, "own");
+	v = vcpu(d, 0);
+	g_assert_true(v->have_lv_steal);
+	g_assert_cmpfloat_with_epsilon(v->lv_steal, 0.12, EPS);  /* 0.3 / 2.5 */
+	g_assert_cmpint(v->order, ==, -1);
+	v = vcpu(d, 1);
+	g_assert_cmpfloat_with_epsilon(v->lv_steal, 0.04, EPS);  /* 0.1 / 2.5 */
+	g_assert_cmpint(v->order, ==, 2);
+	/* schedstat figures are untouched by libvirt's */
+	g_assert_cmpfloat_with_epsilon(v->steal, 0.1, EPS);
+	g_assert_null(dom(r, "beta")->lv);
+	g_assert_false(vcpu(dom(r, "beta"), 0)->have_lv_steal);
+	us_result_free(r);
+
+	/* libvirt's counter went backwards (daemon restarted): no cross-check */
+	for (guint i = 0; i < b->domains->len; i++) {
+		UsDomain *x = g_ptr_array_index(b->domains, i);
+
+		if (x->pid == 100) {
+			us_lv_domain_free(x->lv);
+			x->lv = lv_alpha(52.5, 10, 5100000000, 0);
+		}
+	}
+	r = us_model_compute(a, b, &mo, NULL);
+	d = dom(r, "alpha");
+	g_assert_false(vcpu(d, 0)->have_lv_steal);
+	g_assert_true(vcpu(d, 1)->have_lv_steal);
+	g_assert_cmpstr(us_expected_placement(d->lv), ==, "shared");
+	us_result_free(r);
+	us_snapshot_free(a);
+	us_snapshot_free(b);
+	us_source_free(src);
 }
 
 static void
@@ -429,5 +585,7 @@ main(int argc, char **argv)
 	ADD("/model/no-cgroupfs", test_no_cgroupfs);
 	ADD("/model/bad-interval", test_bad_interval);
 	ADD("/model/garbage", test_garbage);
+	ADD("/model/libvirt", test_libvirt);
+	ADD("/model/pinned-idle", test_pinned_idle);
 	return g_test_run();
 }

@@ -10,10 +10,14 @@ BUILDDIR = os.path.join(BUILD, "unsteal-build")
 
 def build():
     env = {"PATH": "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin"}
+    # libvirt mode (unsteal --connect) is part of what we test: require it.
+    opts = [f"-Dlab_build_dir={BUILD}", "-Dlibvirt=enabled"]
+    log = os.path.join(BUILD, "logs", "unsteal-meson-setup.log")
     if not os.path.exists(os.path.join(BUILDDIR, "build.ninja")):
         step(f"src: meson setup {BUILDDIR}")
-        run(["meson", "setup", BUILDDIR, ROOT, f"-Dlab_build_dir={BUILD}"], env=env,
-            quiet=True, log=os.path.join(BUILD, "logs", "unsteal-meson-setup.log"))
+        run(["meson", "setup", BUILDDIR, ROOT] + opts, env=env, quiet=True, log=log)
+    else:
+        run(["meson", "configure", BUILDDIR] + opts, env=env, quiet=True, log=log)
     step("src: ninja")
     run(["ninja", "-C", BUILDDIR], env=env, log=os.path.join(BUILD, "logs", "unsteal-build.log"))
 

@@ -31,6 +31,8 @@ PACKAGES = {
                      "kmod"],
     "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "libcgroup-dev",
                          "valgrind", "iproute2", "dmidecode"],
+    # unsteal --connect: libvirt's client library (Debian's, not the lab's)
+    "unsteal build": ["libvirt-dev", "libxml2-dev"],
 }
 
 # Installed on first use only by tools/lab bench: plots, and the libvirt API

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Idle steal and busy steal on the 2-CPU host, through unsteal --connect.
+
+Idle steal (docs/unsteal.md): steal x the idle fraction of the host's
+CPUs.  Two busy 1-vCPU guests are pinned to CPU 0 (virsh vcpupin --live)
+while CPU 1 has nothing of ours to run: the vCPUs wait although a host
+CPU sits idle, a placement problem that software fixes (unpinning).
+
+- each pinned vCPU: allowed CPUs "0", steal >= 30 % (two busy vCPUs share
+  one CPU: about 50 % each), idle of its allowed CPUs <= 5 % (CPU 0 is
+  saturated, so a definition over the allowed CPUs would find no idle
+  steal at all);
+- idle_steal_pct = steal_pct x host idle_pct / 100 (within 0.5 points,
+  the rounding of the printed figures);
+- host idle_pct within 10 points of /proc/stat read by the test around
+  unsteal's window;
+- idle steal >= 10 % for each pinned vCPU once the host's idle time is at
+  least 25 % (CPU 1 at least half idle; with CPU 1 fully idle it is about
+  25 %), and the host summary >= 0.2 vCPU of idle steal.  Other
+  sessions' load on this shared host can keep CPU 1 busy: the test tries
+  up to 10 windows of 3 s and reports these checks as SKIP with the
+  measured idle time if none had 25 %.
+
+Then both are unpinned and a busy 2-vCPU guest joins: four busy vCPUs on
+two CPUs (more runnable vCPUs than CPUs).  Every guest must be classified
+busy with busy steal >= 20 %, host idle <= 5 %, and idle steal at most a
+tenth of all steal.
+"""
+
+import json
+import os
+import subprocess
+import time
+
+import labtest
+from labtest import daemon, guest
+
+UNSTEAL = os.environ.get("UNSTEAL_BIN", "")
+IDLE_NEEDED = 25.0
+WINDOWS = 10
+
+
+def cpu_times():
+    out = {}
+    with open("/proc/stat") as fh:
+        for line in fh:
+            f = line.split()
+            if f[0].startswith("cpu"):
+                v = [int(x) for x in f[1:9]]
+                out[f[0]] = (v[3] + v[4], sum(v))
+    return out
+
+
+def window(seconds=3):
+    c0 = cpu_times()
+    p = subprocess.run([UNSTEAL, "report", "--json", "--no-timestamp", "--connect",
+                        daemon.URI, "--interval", str(seconds), "--count", "1"],
+                       capture_output=True, text=True, timeout=60)
+    c1 = cpu_times()
+    idle = {k: 100.0 * (c1[k][0] - c0[k][0]) / max(1, c1[k][1] - c0[k][1]) for k in c1}
+    lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+    return p, (json.loads(lines[-1]) if lines else None), idle
+
+
+def main(t):
+    if not os.access(UNSTEAL, os.X_OK):
+        t.ok(False, "the unsteal binary is built", UNSTEAL)
+        return
+    daemon.stop()
+    daemon.start(vcpu_cgroup="per-host", quiet=True)
+    a = guest.create("ui-a", vcpus=1, workload="busy")
+    b = guest.create("ui-b", vcpus=1, workload="busy")
+    for n in (a, b):
+        daemon.virsh(["vcpupin", n, "0", "0", "--live"], capture=True)
+    time.sleep(1)
+
+    rep, idle = None, {}
+    for _ in range(WINDOWS):
+        p, rep, idle = window()
+        if p.returncode != 0 or not rep or rep["host"]["idle_pct"] >= IDLE_NEEDED:
+            break
+    if not t.ok(p.returncode == 0 and rep, "unsteal report --connect prints a report",
+                p.stderr):
+        return
+    host_idle = rep["host"]["idle_pct"]
+    doms = {d["name"]: d for d in rep["domains"]}
+    if not t.ok({a, b} <= set(doms), "both pinned guests are reported", sorted(doms)):
+        return
+    t.ok(abs(host_idle - idle["cpu"]) <= 10,
+         "host idle % within 10 points of /proc/stat around the window",
+         f"unsteal {host_idle}, test {idle['cpu']:.1f} (cpu0 {idle.get('cpu0', 0):.1f}, "
+         f"cpu1 {idle.get('cpu1', 0):.1f})")
+    for n in (a, b):
+        v = doms[n]["vcpu"][0]
+        t.eq(v["cpus"], "0", f"{n}: the vCPU may only run on CPU 0")
+        t.ok(v["steal_pct"] >= 30, f"{n}: the pinned busy vCPU waits >= 30 %", v)
+        t.ok(v["allowed_idle_pct"] <= 5, f"{n}: its allowed CPU 0 is (nearly) never idle", v)
+        t.ok(abs(v["idle_steal_pct"] - v["steal_pct"] * host_idle / 100) <= 0.5,
+             f"{n}: idle steal = steal x host idle", v)
+        if host_idle >= IDLE_NEEDED:
+            t.ok(v["idle_steal_pct"] >= 10,
+                 f"{n}: pinned next to an idle CPU, it shows idle steal >= 10 %",
+                 f"{v}; host idle {host_idle} %")
+        else:
+            t.skip(f"{n}: pinned next to an idle CPU, it shows idle steal >= 10 %",
+                   f"other load kept the host {100 - host_idle:.0f} % busy "
+                   f"(cpu1 idle {idle.get('cpu1', 0):.0f} %) in {WINDOWS} windows")
+    if host_idle >= IDLE_NEEDED:
+        t.ok(rep["host"]["idle_steal_vcpus"] >= 0.2,
+             "the host summary has >= 0.2 vCPU of idle steal", rep["host"])
+    else:
+        t.skip("the host summary has >= 0.2 vCPU of idle steal",
+               f"host idle only {host_idle} %")
+
+    # Contention: unpin, then four busy vCPUs on two CPUs.
+    for n in (a, b):
+        daemon.virsh(["vcpupin", n, "0", "0-1", "--live"], capture=True)
+    c = guest.create("ui-c", vcpus=2, workload="busy")
+    time.sleep(1)
+    p, rep, idle = window()
+    if not t.ok(p.returncode == 0 and rep, "unsteal report under contention", p.stderr):
+        return
+    doms = {d["name"]: d for d in rep["domains"]}
+    for n in (a, b, c):
+        d = doms.get(n)
+        if not t.ok(d is not None, f"{n} is reported under contention", sorted(doms)):
+            continue
+        t.eq(d["class"], "busy", f"{n}: classified busy (utilisation + steal near 100 %)")
+        t.ok(d["busy_steal_pct"] >= 20, f"{n}: busy steal >= 20 %", d)
+    h = rep["host"]
+    t.ok(h["idle_pct"] <= 5, "four busy vCPUs leave the 2-CPU host no idle time", h)
+    t.ok(h["idle_steal_vcpus"] <= 0.1 * h["steal_vcpus"],
+         "host steal is busy steal: idle steal at most a tenth of all steal", h)
+
+
+labtest.run(main)
