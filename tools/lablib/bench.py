@@ -17,8 +17,8 @@ def command(args):
     for w in what:
         if w == "sched":
             from . import benchsched
-            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
-                  if v is not None}
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds),
+                                    ("top_shares", args.top_shares)) if v is not None}
             benchsched.run_bench(mixes=args.mix, outdir=args.out, command=argv, **kw)
         elif w == "guests":
             from . import benchguests

@@ -88,9 +88,10 @@ def cpu_mount():
 class Layout:
     """The benchmark's own cgroup tree; removes exactly what it created."""
 
-    def __init__(self, mount):
+    def __init__(self, mount, top_shares=None):
         self.root = os.path.join(mount, BENCH_GROUP)
         self.made = []
+        self.top_shares = top_shares or TOP_SHARES
 
     def mkdir(self, rel):
         path = os.path.join(self.root, rel) if rel else self.root
@@ -108,7 +109,7 @@ class Layout:
         # layouts below it are libvirt's): high, so that other work on the
         # host disturbs the comparison less.  It is recorded in the results.
         with open(os.path.join(self.root, "cpu.shares"), "w") as fh:
-            fh.write(str(TOP_SHARES))
+            fh.write(str(self.top_shares))
         self.mkdir("machine")
         self.mkdir("machine/vcpus.partition")
         for d in domains:
@@ -210,10 +211,10 @@ def summarise(domains, per_thread):
     }
 
 
-def run_mix(layout_mount, mix, reps, seconds, settle):
+def run_mix(layout_mount, mix, reps, seconds, settle, top_shares=None):
     desc, spec = MIXES[mix]
     domains = []
-    layout = Layout(layout_mount)
+    layout = Layout(layout_mount, top_shares)
     out = {"mix": mix, "description": desc,
            "domains": [{"name": n, "vcpus": v, "duty": d} for n, v, d in spec],
            "reps": []}
@@ -300,7 +301,8 @@ def plot(results, outdir):
     plots.sched_steal(results, os.path.join(outdir, "sched-steal.png"))
 
 
-def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=None):
+def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=None,
+              top_shares=None):
     require_root("bench sched")
     mixes = mixes or list(MIXES)
     for m in mixes:
@@ -316,10 +318,10 @@ def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=Non
     step(f"bench: sched: {len(mixes)} mixes x {reps} repetitions x 2 modes x "
          f"({settle}+{seconds}) s = about {total // 60} min {total % 60} s")
     results = {"command": command, "machine": machine_info(), "seconds": seconds,
-               "top_shares": TOP_SHARES,
+               "top_shares": top_shares or TOP_SHARES,
                "settle": settle, "reps": reps, "mixes": []}
     for m in mixes:
-        results["mixes"].append(run_mix(mount, m, reps, seconds, settle))
+        results["mixes"].append(run_mix(mount, m, reps, seconds, settle, top_shares))
     results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
     with open(os.path.join(outdir, "sched.json"), "w") as fh:
         json.dump(results, fh, indent=1)
