@@ -69,7 +69,7 @@ def run_all(quick=False):
         t.stage("libvirt's own test suite and syntax-check",
                 lambda: libvirt.test_suite(syntax_check=True))
     # The other libvirt bases: kept building and passing libvirt's own unit
-    # suite (about 15 s warm); their syntax-check only in a full run.
+    # suite (under a minute once built); their syntax-check only in a full run.
     for key in libvirt_stacks():
         if key == LIBVIRT_STACK:
             continue
