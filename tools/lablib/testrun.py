@@ -62,11 +62,13 @@ def run_all(quick=False):
         t.stage(f"{key} series: lint and apply in order",
                 lambda d=d: stack.check(d))
     from . import libvirt, kernel, ownsrc, guest
-    built = t.stage("build libvirt", lambda: libvirt.build()) is not None
+    # The daemon's stack keeps the historical stage names; another one is named.
+    which = "" if LIBVIRT_STACK == "libvirt" else f" ({LIBVIRT_STACK})"
+    built = t.stage(f"build libvirt{which}", lambda: libvirt.build()) is not None
     t.stage("build kernel", lambda: kernel.build(patched=True))
     t.stage("build guest initramfs", guest.build_initramfs)
     if built and not quick:
-        t.stage("libvirt's own test suite and syntax-check",
+        t.stage(f"libvirt's own test suite and syntax-check{which}",
                 lambda: libvirt.test_suite(syntax_check=True))
     # The other libvirt bases: kept building and passing libvirt's own unit
     # suite (under a minute once built); their syntax-check only in a full run.
