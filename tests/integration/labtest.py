@@ -100,6 +100,7 @@ def lab_processes():
 def run(main):
     """Run a test body with a TAP object; always stop the lab afterwards."""
     require_lab()
+    print(f"# lab daemon: libvirt stack {common.LIBVIRT_STACK} ({PREFIX})", flush=True)
     tap = TAP()
     try:
         main(tap)

@@ -41,11 +41,11 @@ def ok(cond, what, detail=""):
             print(f"# {line}")
 
 
-def make_base():
+def make_base(version="1.0"):
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:xz") as tar:
-        for name, text in [("demo-1.0/hello.c", "int main(void) { return 0; }\n"),
-                           ("demo-1.0/README", "demo\n")]:
+        for name, text in [(f"demo-{version}/hello.c", "int main(void) { return 0; }\n"),
+                           (f"demo-{version}/README", "demo\n")]:
             blob = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(blob)
@@ -54,17 +54,17 @@ def make_base():
     raw = data.getvalue()
     src = os.path.join(os.environ["UNSTEAL_CACHE"], "sources")
     os.makedirs(src, exist_ok=True)
-    with open(os.path.join(src, "demo_1.0.orig.tar.xz"), "wb") as fh:
+    with open(os.path.join(src, f"demo_{version}.orig.tar.xz"), "wb") as fh:
         fh.write(raw)
     return hashlib.sha256(raw).hexdigest()
 
 
-def make_stack(sha):
-    d = os.path.join(WORK, "demo-patches")
+def make_stack(sha, d=None, name="demo", version="1.0"):
+    d = d or os.path.join(WORK, "demo-patches")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "BASE"), "w") as fh:
-        fh.write("name=demo\npackage=demo\nversion=1.0-1\ntopdir=demo-1.0\n"
-                 f"orig=demo_1.0.orig.tar.xz\norig_sha256={sha}\n")
+        fh.write(f"name={name}\npackage=demo\nversion={version}-1\ntopdir=demo-{version}\n"
+                 f"orig=demo_{version}.orig.tar.xz\norig_sha256={sha}\n")
     open(os.path.join(d, "series"), "w").close()
     return d
 
@@ -115,6 +115,29 @@ def main():
     ok(git(wt2, "log", "--format=%s", "base..").split("\n")[:2] ==
        ["docs: Extend the README", "demo: Add the first comment"],
        "the series re-applies as the same commits")
+
+    # A second base of the same project, nested in the first stack's
+    # directory as libvirt-patches/debian-12/ is: a work tree of its own,
+    # and neither export nor check of one stack touches the other's patches.
+    d2 = make_stack(make_base("2.0"), os.path.join(d, "old-base"), "demo-2.0", "2.0")
+    wt3 = stack.ensure_worktree(d2)
+    ok(wt3 != stack.worktree_path(d) and os.path.exists(os.path.join(wt3, "hello.c")),
+       "the second base gets its own work tree", wt3)
+    commit(wt3, "hello.c", "/* ported */\n", "demo: Add the first comment",
+           "The same change, ported to the older base of the project.")
+    names2 = stack.export(d2)
+    ok(sorted(os.listdir(d2)) == sorted(["BASE", "series"] + names2),
+       "export of the second base writes into its own directory", os.listdir(d2))
+    stack.export(d)
+    ok(set(os.listdir(d)) == {"BASE", "series", "old-base"} | set(names) and
+       os.listdir(d2) and sorted(os.listdir(d2)) == sorted(["BASE", "series"] + names2),
+       "export of the first stack leaves the nested one alone", os.listdir(d))
+    try:
+        stack.check(d)
+        stack.check(d2)
+        ok(True, "both bases pass check")
+    except LabError as e:
+        ok(False, "both bases pass check", e)
 
     # A broken patch is named: one whose context does not match, one
     # without Signed-off-by.

@@ -3,7 +3,7 @@
 
 import os
 
-from .common import STACKS, step
+from .common import STACKS, stack_package, step
 from . import sources, stack
 
 
@@ -29,7 +29,8 @@ def cmd_export(args):
 def cmd_check(args):
     build_each = None
     if args.build_each:
-        if args.stack == "libvirt":
+        # How a stack is built follows from its project, not its key.
+        if stack_package(args.stack) == "libvirt":
             from .libvirt import build_tree
         else:
             from .kernel import build_tree
@@ -40,7 +41,7 @@ def cmd_check(args):
 def cmd_build(args):
     if args.what in ("libvirt", "all"):
         from . import libvirt
-        libvirt.build()
+        libvirt.build(stack=libvirt.check_stack(args.stack or libvirt.LIBVIRT_STACK))
     if args.what in ("kernel", "all"):
         from . import kernel
         kernel.build(patched=not args.stock)

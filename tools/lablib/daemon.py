@@ -14,10 +14,17 @@ import signal
 import subprocess
 import time
 
-from .common import BUILD, LabError, mkdirs, require_root, step, warn
+from .common import BUILD, LIBVIRT_STACK, LabError, libvirt_stacks, mkdirs, require_root, step, warn
 from .libvirt import PREFIX
 
-LAB = os.path.join(BUILD, "lab")
+
+def lab_dir(stack):
+    """PID files, qemu.conf bookkeeping and consoles of one libvirt stack's lab daemon."""
+    return os.path.join(BUILD, "lab" if stack == "libvirt" else f"lab-{stack}")
+
+
+# The lab daemon runs the build of UNSTEAL_LIBVIRT_STACK (default 'libvirt').
+LAB = lab_dir(LIBVIRT_STACK)
 RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
 SOCK = os.path.join(RUNDIR, "virtqemud-sock")
 URI = f"qemu+unix:///system?socket={SOCK}"
@@ -37,7 +44,7 @@ def select(prefix=None):
     global PREFIX, LAB, RUNDIR, SOCK, URI, QEMU_CONF
     from . import libvirt
     PREFIX = prefix or libvirt.PREFIX
-    LAB = os.path.join(BUILD, "lab") if PREFIX == libvirt.PREFIX else os.path.join(PREFIX, "lab")
+    LAB = lab_dir(LIBVIRT_STACK) if PREFIX == libvirt.PREFIX else os.path.join(PREFIX, "lab")
     RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
     SOCK = os.path.join(RUNDIR, "virtqemud-sock")
     URI = f"qemu+unix:///system?socket={SOCK}"
@@ -66,8 +73,8 @@ def virsh(args, check=True, capture=False, timeout=120):
     return p
 
 
-def _pid(name):
-    path = os.path.join(LAB, f"{name}.labpid")
+def _pid(name, lab=None):
+    path = os.path.join(lab or LAB, f"{name}.labpid")
     try:
         pid = int(open(path).read().strip())
     except (OSError, ValueError):
@@ -146,7 +153,8 @@ def _wait_socket(proc, timeout=60):
 def _spawn(name, args):
     bin_ = os.path.join(PREFIX, "sbin", name)
     if not os.path.exists(bin_):
-        raise LabError(f"{bin_} is missing: run tools/lab build libvirt first")
+        raise LabError(f"{bin_} is missing: run tools/lab build libvirt --stack {LIBVIRT_STACK} "
+                       f"first")
     pidfile = os.path.join(LAB, f"{name}.pid")
     with open(os.path.join(BUILD, "logs", f"{name}.stderr"), "a") as err:
         p = subprocess.Popen([bin_, "-p", pidfile] + args, env=_full_env(),
@@ -158,9 +166,21 @@ def _spawn(name, args):
     return p
 
 
+def _other_stack_running():
+    """Another libvirt stack whose lab daemon runs: both would manage /machine."""
+    for stack in libvirt_stacks():
+        if stack != LIBVIRT_STACK and _pid("virtqemud", lab_dir(stack)):
+            return stack
+    return None
+
+
 def start(vcpu_cgroup=None, quiet=False, extra=None):
     """(Re)start the lab daemons; extra: more qemu.conf lines {key: raw value}."""
     require_root("tools/lab start")
+    other = _other_stack_running()
+    if other:
+        raise LabError(f"the lab daemon of the {other} stack is running and manages the same "
+                       f"cgroups; stop it first: UNSTEAL_LIBVIRT_STACK={other} tools/lab stop")
     mkdirs(LAB, RUNDIR, os.path.join(BUILD, "logs"))
     _record_preexisting()
     conf = _write_conf(vcpu_cgroup, extra)
@@ -356,6 +376,7 @@ def stop():
 
 
 def status():
+    print(f"libvirt stack: {LIBVIRT_STACK} ({PREFIX})")
     for name in ("virtlogd", "virtqemud"):
         pid = _pid(name)
         print(f"{name}: {'pid ' + str(pid) if pid else 'not running'}")

@@ -1,13 +1,42 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Build the patched libvirt (qemu driver and what it needs) into a private prefix."""
+"""Build the patched libvirt (qemu driver and what it needs) into a private prefix.
+
+Every libvirt stack (tools/lab's keys 'libvirt', 'libvirt-9.0') has its own
+build directory, prefix and logs, so that builds of both bases live side by
+side: the 11.3.0 stack keeps _build/libvirt-build and _build/prefix, any other
+stack KEY gets _build/KEY-build and _build/prefix-KEY.
+"""
 
 import os
+import re
 import shutil
 
-from .common import BUILD, LabError, STACKS, run, step
+from .common import BUILD, LIBVIRT_STACK, LabError, STACKS, libvirt_stacks, run, step
 
-PREFIX = os.path.join(BUILD, "prefix")
-BUILDDIR = os.path.join(BUILD, "libvirt-build")
+
+def builddir(stack="libvirt"):
+    return os.path.join(BUILD, f"{stack}-build")
+
+
+def prefix(stack="libvirt"):
+    return os.path.join(BUILD, "prefix" if stack == "libvirt" else f"prefix-{stack}")
+
+
+def logpath(stack, what):
+    """_build/logs/STACK-WHAT.log: libvirt-build.log, libvirt-9.0-test.log, ..."""
+    return os.path.join(BUILD, "logs", f"{stack}-{what}.log")
+
+
+def check_stack(stack):
+    if stack not in libvirt_stacks():
+        raise LabError(f"{stack!r} is not a libvirt stack; libvirt stacks: "
+                       f"{' '.join(libvirt_stacks())}")
+    return stack
+
+
+# The build the lab daemon runs (UNSTEAL_LIBVIRT_STACK, default 'libvirt').
+PREFIX = prefix(LIBVIRT_STACK)
+BUILDDIR = builddir(LIBVIRT_STACK)
 
 # Everything the qemu driver and its tests need; every other driver is off so
 # that a build takes about two minutes on two cores.
@@ -40,35 +69,37 @@ def meson_env():
     return {"PATH": "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
-def configure(src, builddir, prefix):
-    opts = [f"--prefix={prefix}", "--libdir=lib", f"-Drunstatedir={prefix}/var/run",
+def configure(src, bdir, pfx, log):
+    opts = [f"--prefix={pfx}", "--libdir=lib", f"-Drunstatedir={pfx}/var/run",
             "--buildtype=debugoptimized", "-Dwerror=false"] + MESON_OPTS
-    stamp = os.path.join(builddir, ".unsteal-meson-opts")
-    if os.path.exists(os.path.join(builddir, "build.ninja")):
+    stamp = os.path.join(bdir, ".unsteal-meson-opts")
+    if os.path.exists(os.path.join(bdir, "build.ninja")):
         if os.path.exists(stamp) and open(stamp).read() == "\n".join(opts):
             return
-        step(f"libvirt: meson options changed; reconfiguring {builddir}")
-        cmd = ["meson", "setup", "--reconfigure", builddir, src]
+        step(f"libvirt: meson options changed; reconfiguring {bdir}")
+        cmd = ["meson", "setup", "--reconfigure", bdir, src]
     else:
-        step(f"libvirt: meson setup {builddir}")
-        cmd = ["meson", "setup", builddir, src]
-    run(cmd + opts, env=meson_env(), quiet=True,
-        log=os.path.join(BUILD, "logs", "libvirt-meson-setup.log"))
+        step(f"libvirt: meson setup {bdir}")
+        cmd = ["meson", "setup", bdir, src]
+    run(cmd + opts, env=meson_env(), quiet=True, log=log)
     with open(stamp, "w") as fh:
         fh.write("\n".join(opts))
 
 
-def build(install=True):
+def build(install=True, stack=LIBVIRT_STACK):
+    """Build (and install) one libvirt stack's work tree into its own prefix."""
     from .stack import ensure_worktree
-    src = ensure_worktree(STACKS["libvirt"])
-    configure(src, BUILDDIR, PREFIX)
-    step("libvirt: ninja (incremental; log in _build/logs/libvirt-build.log)")
-    run(["ninja", "-C", BUILDDIR], env=meson_env(),
-        log=os.path.join(BUILD, "logs", "libvirt-build.log"))
+    check_stack(stack)
+    src = ensure_worktree(STACKS[stack])
+    bdir, pfx = builddir(stack), prefix(stack)
+    configure(src, bdir, pfx, logpath(stack, "meson-setup"))
+    log = logpath(stack, "build")
+    step(f"libvirt: ninja {os.path.basename(bdir)} (incremental; log in {log})")
+    run(["ninja", "-C", bdir], env=meson_env(), log=log)
     if install:
-        step(f"libvirt: installing into {PREFIX}")
-        run(["meson", "install", "-C", BUILDDIR, "--no-rebuild", "--quiet"], env=meson_env(),
-            log=os.path.join(BUILD, "logs", "libvirt-install.log"))
+        step(f"libvirt: installing into {pfx}")
+        run(["meson", "install", "-C", bdir, "--no-rebuild", "--quiet"], env=meson_env(),
+            log=logpath(stack, "install"))
     return src
 
 
@@ -93,7 +124,7 @@ def build_stock():
         step(f"libvirt: checking out the stock base into {src}")
         run(["git", "worktree", "add", "-f", "--detach", src, "base"], cwd=wt, quiet=True)
         _add_untracked(STACKS["libvirt"], src)
-    configure(src, STOCK_BUILDDIR, STOCK_PREFIX)
+    configure(src, STOCK_BUILDDIR, STOCK_PREFIX, logpath("libvirt-stock", "meson-setup"))
     step("libvirt: building stock libvirt (log in _build/logs/libvirt-stock-build.log)")
     run(["ninja", "-C", STOCK_BUILDDIR], env=meson_env(),
         log=os.path.join(BUILD, "logs", "libvirt-stock-build.log"))
@@ -103,32 +134,36 @@ def build_stock():
 
 
 def build_tree(tree, what):
-    """Build a check tree (used by 'tools/lab check libvirt --build-each')."""
-    builddir = tree + "-build"
-    configure(tree, builddir, os.path.join(builddir, "prefix"))
-    p = run(["ninja", "-C", builddir], env=meson_env(), check=False,
-            log=os.path.join(BUILD, "logs", "check-libvirt-build.log"))
+    """Build a check tree (used by 'tools/lab check STACK --build-each')."""
+    bdir = tree + "-build"
+    log = os.path.join(BUILD, "logs", f"check-{os.path.basename(tree)}-build.log")
+    configure(tree, bdir, os.path.join(bdir, "prefix"), log)
+    p = run(["ninja", "-C", bdir], env=meson_env(), check=False, log=log)
     if p.returncode != 0:
-        raise LabError(f"libvirt does not build with {what}; see "
-                       f"_build/logs/check-libvirt-build.log")
+        raise LabError(f"libvirt does not build with {what}; see {log}")
 
 
-def test_suite(syntax_check=True):
-    """libvirt's own test suite on the patched tree (and syntax-check)."""
-    build(install=False)
-    step("libvirt: meson test (libvirt's own suite; log in _build/logs/libvirt-test.log)")
-    log = os.path.join(BUILD, "logs", "libvirt-test.log")
-    p = run(["meson", "test", "-C", BUILDDIR, "--no-rebuild", "--print-errorlogs",
+def test_suite(syntax_check=True, stack=LIBVIRT_STACK):
+    """libvirt's own test suite on a stack's patched tree (and syntax-check).
+
+    Returns (passed, failed) counted per meson test.
+    """
+    build(install=False, stack=stack)
+    bdir = builddir(stack)
+    log = logpath(stack, "test")
+    step(f"libvirt: meson test in {os.path.basename(bdir)} (libvirt's own suite; log in {log})")
+    p = run(["meson", "test", "-C", bdir, "--no-rebuild", "--print-errorlogs",
              "--no-suite", "syntax-check"], env=meson_env(), check=False, log=log)
     summary = _summary(log)
     if p.returncode != 0:
         raise LabError(f"libvirt's test suite failed ({summary}); see {log}")
+    _require_ok(log, OUR_TESTS)
     step(f"libvirt: test suite passed ({summary})")
     counts = _counts(log)
     if syntax_check:
         step("libvirt: syntax-check")
-        slog = os.path.join(BUILD, "logs", "libvirt-syntax-check.log")
-        p = run(["meson", "test", "-C", BUILDDIR, "--no-rebuild", "--suite", "syntax-check",
+        slog = logpath(stack, "syntax-check")
+        p = run(["meson", "test", "-C", bdir, "--no-rebuild", "--suite", "syntax-check",
                  "--print-errorlogs"], env=meson_env(), check=False, log=slog)
         if p.returncode != 0:
             raise LabError(f"libvirt's syntax-check failed ({_summary(slog)}); see {slog}")
@@ -136,6 +171,19 @@ def test_suite(syntax_check=True):
         sc = _counts(slog)
         counts = (counts[0] + sc[0], counts[1] + sc[1])
     return counts
+
+
+# Unit tests the series adds to libvirt's suite: they must have run and passed
+# (a test that was skipped or left out of the build would not fail the suite).
+OUR_TESTS = ("qemuvcpucgrouptest",)
+
+
+def _require_ok(log, names):
+    with open(log) as fh:
+        text = fh.read()
+    for name in names:
+        if not re.search(rf"^\s*\d+/\d+\s+(?:\S+ / )?{name}\s+OK\b", text, re.M):
+            raise LabError(f"{name} did not run and pass in libvirt's suite; see {log}")
 
 
 def _counts(log):

@@ -26,7 +26,9 @@ PACKAGES = {
                       "libnl-route-3-dev", "libcap-ng-dev", "libnuma-dev", "python3-docutils",
                       "libreadline-dev", "augeas-tools", "libaugeas-dev", "libudev-dev",
                       "libpciaccess-dev", "libacl1-dev", "libattr1-dev", "libdevmapper-dev",
-                      "libblkid-dev"],
+                      "libblkid-dev",
+                      # libvirt 9.0.0 (Debian 12 stack) parses JSON with yajl
+                      "libyajl-dev"],
     "kernel build": ["bc", "flex", "bison", "libelf-dev", "libssl-dev", "cpio", "dwarves",
                      "kmod"],
     "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "libcgroup-dev",
