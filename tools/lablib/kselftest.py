@@ -42,17 +42,24 @@ MEMORY_MB = 256
 DEBUG_MEMORY_MB = 512
 BENCH_MEMORY_MB = 512
 SWAP_MB = 640
+# The fail-safe migration test fills node 1 around a 64 MiB buffer and a
+# 32 MiB reserve: nodes of 256 MiB.
+MIGRATE_MEMORY_MB = 512
 
-# Tests run in this order: (binary, extra sources, arguments, timeout in s).
-# Ours first; then the upstream mm selftests that exercise the paths our
-# patches touch (swap entries in page tables across fork, COW and
-# MADV_PAGEOUT; page table walks over populated and remapped ranges).
+# Tests run in this order: (binary, extra sources, arguments, timeout in s,
+# guest RAM in MiB or None for MEMORY_MB, split evenly over the 2 nodes).
+# Tests with the default shape share one guest; each other shape gets a
+# guest of its own, booted afterwards.  Ours first; then the upstream mm
+# selftests that exercise the paths our patches touch (swap entries in page
+# tables across fork, COW and MADV_PAGEOUT; page table walks over populated
+# and remapped ranges).
 TESTS = [
-    ("swapoff_test", [], "", 600),
-    ("cow", ["vm_util.c", "thp_settings.c"], "", 600),
-    ("madv_populate", ["vm_util.c", "thp_settings.c"], "", 120),
-    ("mkdirty", ["vm_util.c", "thp_settings.c"], "", 120),
-    ("mremap_dontunmap", ["vm_util.c", "thp_settings.c"], "", 120),
+    ("swapoff_test", [], "", 600, None),
+    ("cow", ["vm_util.c", "thp_settings.c"], "", 600, None),
+    ("madv_populate", ["vm_util.c", "thp_settings.c"], "", 120, None),
+    ("mkdirty", ["vm_util.c", "thp_settings.c"], "", 120, None),
+    ("mremap_dontunmap", ["vm_util.c", "thp_settings.c"], "", 120, None),
+    ("migrate_failsafe_test", [], "", 300, MIGRATE_MEMORY_MB),
 ]
 BENCH_IDLE = [0, 100, 1000]
 BENCH_RUNS = 5
@@ -72,6 +79,9 @@ cd /kselftest
 if [ "$(arg mode)" = bench ]; then
     ./swapoff_bench -r "$(arg runs)" -m "$(arg mapped)" -s "$(arg swapped)" \
         $(arg idle | tr , ' ')
+fi
+if [ "$(arg mode)" = bench-migrate ]; then
+    ./migrate_failsafe_test -b "$(arg runs)" -s "$(arg mb)" 2>&1
 fi
 n=$(grep -c . list)
 echo "TAP version 13"
@@ -138,7 +148,7 @@ def build_tests(bench=False):
     cflags = ["-static", "-Wall", "-O2", "-U_FORTIFY_SOURCE", f"-I{src}", f"-I{out}",
               "-isystem", hdr, "-isystem", os.path.join(src, "tools", "include", "uapi")]
     log = os.path.join(LOGS, "kselftest-build.log")
-    for name, extra, _, _ in TESTS:
+    for name, extra, *_ in TESTS:
         srcs = [os.path.join(mm, name + ".c")] + [os.path.join(mm, e) for e in extra]
         if not os.path.exists(srcs[0]):
             raise LabError(f"{srcs[0]} does not exist: is the kernel series applied?")
@@ -160,7 +170,7 @@ def build_initramfs(bindir, tests=TESTS):
     shutil.copy2(BUSYBOX, os.path.join(stage, "bin", "busybox"))
     shutil.copytree(bindir, os.path.join(stage, "kselftest"))
     with open(os.path.join(stage, "kselftest", "list"), "w") as fh:
-        for name, _, args, tmo in tests:
+        for name, _, args, tmo, *_ in tests:
             fh.write(f"{name} {tmo} {args}\n")
     with open(os.path.join(stage, "init"), "w") as fh:
         fh.write(INIT)
@@ -263,7 +273,7 @@ def _parse(out, line):
         out.splats.append(line.strip())
 
 
-def _verdict(out, flavour):
+def _verdict(out, flavour, tests=TESTS):
     """(passed, failed) plus a human summary; failures the harness itself saw count too."""
     passed = sum(1 for r in out.results if r[0])
     failed = sum(1 for r in out.results if not r[0])
@@ -280,7 +290,7 @@ def _verdict(out, flavour):
             problems.append("the guest did not boot to its init")
         else:
             problems.append("the guest stopped before the end of the run (panic or crash?)")
-    missing = len(TESTS) - len(out.results)
+    missing = len(tests) - len(out.results)
     if out.done and missing > 0:
         failed += missing
         problems.append(f"{missing} test(s) did not report a result")
@@ -296,19 +306,38 @@ def _verdict(out, flavour):
     return passed, failed
 
 
+def _groups(debug):
+    """TESTS grouped by guest RAM, in order: [(MiB, [tests])], default shape first."""
+    groups = {}
+    for t in TESTS:
+        memory = t[4] or MEMORY_MB
+        if debug:
+            memory = max(memory, DEBUG_MEMORY_MB)
+        groups.setdefault(memory, []).append(t)
+    return list(groups.items())
+
+
 def run(flavour="patched", debug=False, timeout=None):
-    """Build and run the selftests against one kernel; returns (passed, failed)."""
+    """Build and run the selftests against one kernel; returns (passed, failed).
+
+    One guest per guest shape (see TESTS); the counts add up over the guests."""
     if flavour not in ("stock", "patched"):
         raise LabError(f"unknown kernel flavour {flavour!r}")
     image = build_kernel(flavour, debug)
-    initrd = build_initramfs(build_tests())
-    memory = DEBUG_MEMORY_MB if debug else MEMORY_MB
-    if timeout is None:
-        timeout = 120 + sum(t[3] for t in TESTS) // (1 if debug else 2)
+    bindir = build_tests()
     name = flavour + ("-debug" if debug else "")
-    out = boot(image, initrd, memory, "unsteal.mode=test", timeout,
-               f"kselftest-{name}.log")
-    return _verdict(out, name)
+    passed = failed = 0
+    for i, (memory, tests) in enumerate(_groups(debug)):
+        initrd = build_initramfs(bindir, tests)
+        limit = timeout
+        if limit is None:
+            limit = 120 + sum(t[3] for t in tests) // (1 if debug else 2)
+        log = f"kselftest-{name}.log" if i == 0 else f"kselftest-{name}-{memory}M.log"
+        out = boot(image, initrd, memory, "unsteal.mode=test", limit, log)
+        p, f = _verdict(out, f"{name} ({', '.join(t[0] for t in tests)})", tests)
+        passed += p
+        failed += f
+    return passed, failed
 
 
 def _median(xs):
