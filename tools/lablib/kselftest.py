@@ -112,6 +112,10 @@ SPLAT_RE = re.compile(
     r"possible circular locking|possible recursive locking|inconsistent lock state|"
     r"suspicious RCU usage|INFO: task .* blocked|Kernel panic - not syncing|"
     r"kernel BUG at|Unable to handle)")
+MIGRATE_BENCH_MB = 64
+MIGRATE_FIT_RE = re.compile(r"migrate-bench: mode=(\w+) mb=(\d+) run=(\d+) ms=([\d.]+) ok=(\d)")
+MIGRATE_CASE_RE = re.compile(r"migrate-bench: case=(\w+) run=(\d+) mode=(\w+) ret=(-?\d+) "
+                             r"moved=(\d+) of=(\d+) oom=(\d+) intact=(\d)")
 BENCH_RE = re.compile(r"swapoff-bench: idle=(\d+) run=(\d+) ms=([\d.]+) "
                       r"walked=(-?\d+) skipped=(-?\d+) ok=(\d)")
 
@@ -200,6 +204,8 @@ class Outcome:
         self.subresults = []    # (ok, description)
         self.splats = []
         self.bench = []         # (idle, run, ms, walked, skipped, ok)
+        self.migrate_fit = []   # (mode, MiB, run, ms, ok)
+        self.migrate_case = []  # (case, run, mode, ret, moved, of, oom, intact)
         self.oom_kills = []     # per fail-safe scenario, as printed by swapoff_test
         self.done = False
         self.timed_out = False
@@ -261,6 +267,17 @@ def _parse(out, line):
     m = SUBRESULT_RE.match(line)
     if m:
         out.subresults.append((m.group(1) == "ok", m.group(2)))
+    m = MIGRATE_FIT_RE.search(line)
+    if m:
+        out.migrate_fit.append((m.group(1), int(m.group(2)), int(m.group(3)),
+                                float(m.group(4)), m.group(5) == "1"))
+        return
+    m = MIGRATE_CASE_RE.search(line)
+    if m:
+        g = m.groups()
+        out.migrate_case.append((g[0], int(g[1]), g[2], int(g[3]), int(g[4]), int(g[5]),
+                                 int(g[6]), g[7] == "1"))
+        return
     m = BENCH_RE.search(line)
     if m:
         out.bench.append((int(m.group(1)), int(m.group(2)), float(m.group(3)),
@@ -406,7 +423,74 @@ def bench_swapoff(runs=BENCH_RUNS, idle=None, timeout=1800):
     return 0
 
 
+MIGRATE_CASES = {
+    "nofit": "does not fit (64 MiB to move, 16 MiB room above high wmark + 32 MiB reserve)",
+    "concurrent": "concurrent allocator (64 MiB to move, 68 MiB room, 44 MiB allocated on "
+                  "the target meanwhile)",
+}
+
+
+def _migrate_result(ret):
+    """What move_pages(2) returned, as a table cell."""
+    if ret == -12:
+        return "ENOMEM"
+    if ret < 0:
+        return f"errno {-ret}"
+    return "returned 0" if ret == 0 else "returned N>0 (pages not moved)"
+
+
+def bench_migrate(runs=BENCH_RUNS, mb=MIGRATE_BENCH_MB, timeout=1800):
+    """Moving a buffer between the nodes: time when it fits, outcome when it does not."""
+    images = {f: build_kernel(f, False) for f in ("stock", "patched")}
+    initrd = build_initramfs(build_tests(), [])
+    append = f"unsteal.mode=bench-migrate unsteal.runs={runs} unsteal.mb={mb}"
+    outs = {}
+    for f, image in images.items():
+        outs[f] = boot(image, initrd, MIGRATE_MEMORY_MB, append, timeout,
+                       f"kselftest-bench-migrate-{f}.log")
+        if not outs[f].done:
+            raise LabError(f"the {f} guest did not finish the benchmark; see "
+                           f"_build/logs/kselftest-bench-migrate-{f}.log")
+    lines = [f"| move {mb} MiB node 0 -> 1 with move_pages(2), it fits | runs ok "
+             f"| median ms (of {runs}) | min ms | max ms |",
+             "|---|---:|---:|---:|---:|"]
+    for f, mode in (("stock", "plain"), ("patched", "plain"), ("patched", "failsafe")):
+        ms = [r[3] for r in outs[f].migrate_fit if r[0] == mode]
+        ok = sum(1 for r in outs[f].migrate_fit if r[0] == mode and r[4])
+        if len(ms) != runs or ok != runs:
+            raise LabError(f"{f}/{mode}: {len(ms)} of {runs} runs reported, {ok} moved "
+                           f"everything intact; see _build/logs/kselftest-bench-migrate-{f}.log")
+        label = f"{f} kernel, " + ("MPOL_MF_FAILSAFE" if mode == "failsafe" else "plain")
+        lines.append(f"| {label} | {ok}/{runs} | {_median(ms):.1f} | {min(ms):.1f} "
+                     f"| {max(ms):.1f} |")
+    lines += ["", f"| hostile case ({runs} runs each) | kernel | result (runs) "
+              f"| pages moved, median (of {mb * 256}) | OOM kills | data intact |",
+              "|---|---|---|---:|---:|---:|"]
+    for case, label in MIGRATE_CASES.items():
+        for f in ("stock", "patched"):
+            rs = [r for r in outs[f].migrate_case if r[0] == case]
+            if len(rs) != runs:
+                raise LabError(f"{f}: {case}: {len(rs)} of {runs} runs reported")
+            mode = "MPOL_MF_FAILSAFE" if rs[0][2] == "failsafe" else "plain"
+            results = {}
+            for r in rs:
+                results[_migrate_result(r[3])] = results.get(_migrate_result(r[3]), 0) + 1
+            res = ", ".join(f"{k} ({n})" for k, n in sorted(results.items()))
+            lines.append(f"| {label} | {f}, {mode} | {res} | "
+                         f"{_median([r[4] for r in rs]):.0f} | {sum(r[6] for r in rs)} | "
+                         f"{sum(1 for r in rs if r[7])}/{runs} |")
+    table = "\n".join(lines)
+    path = os.path.join(KS, "bench-migrate.md")
+    with open(path, "w") as fh:
+        fh.write(table + "\n")
+    print(table, flush=True)
+    step(f"kselftest: benchmark table in {os.path.relpath(path, ROOT)}")
+    return 0
+
+
 def command(args):
+    if args.bench == "migrate":
+        return bench_migrate(runs=args.runs)
     if args.bench:
         return bench_swapoff(runs=args.runs)
     passed, failed = run(args.kernel, debug=args.debug, timeout=args.timeout)
