@@ -42,17 +42,24 @@ MEMORY_MB = 256
 DEBUG_MEMORY_MB = 512
 BENCH_MEMORY_MB = 512
 SWAP_MB = 640
+# The fail-safe migration test fills node 1 around a 64 MiB buffer and a
+# 32 MiB reserve: nodes of 256 MiB.
+MIGRATE_MEMORY_MB = 512
 
-# Tests run in this order: (binary, extra sources, arguments, timeout in s).
-# Ours first; then the upstream mm selftests that exercise the paths our
-# patches touch (swap entries in page tables across fork, COW and
-# MADV_PAGEOUT; page table walks over populated and remapped ranges).
+# Tests run in this order: (binary, extra sources, arguments, timeout in s,
+# guest RAM in MiB or None for MEMORY_MB, split evenly over the 2 nodes).
+# Tests with the default shape share one guest; each other shape gets a
+# guest of its own, booted afterwards.  Ours first; then the upstream mm
+# selftests that exercise the paths our patches touch (swap entries in page
+# tables across fork, COW and MADV_PAGEOUT; page table walks over populated
+# and remapped ranges).
 TESTS = [
-    ("swapoff_test", [], "", 600),
-    ("cow", ["vm_util.c", "thp_settings.c"], "", 600),
-    ("madv_populate", ["vm_util.c", "thp_settings.c"], "", 120),
-    ("mkdirty", ["vm_util.c", "thp_settings.c"], "", 120),
-    ("mremap_dontunmap", ["vm_util.c", "thp_settings.c"], "", 120),
+    ("swapoff_test", [], "", 600, None),
+    ("cow", ["vm_util.c", "thp_settings.c"], "", 600, None),
+    ("madv_populate", ["vm_util.c", "thp_settings.c"], "", 120, None),
+    ("mkdirty", ["vm_util.c", "thp_settings.c"], "", 120, None),
+    ("mremap_dontunmap", ["vm_util.c", "thp_settings.c"], "", 120, None),
+    ("migrate_failsafe_test", [], "", 300, MIGRATE_MEMORY_MB),
 ]
 BENCH_IDLE = [0, 100, 1000]
 BENCH_RUNS = 5
@@ -72,6 +79,9 @@ cd /kselftest
 if [ "$(arg mode)" = bench ]; then
     ./swapoff_bench -r "$(arg runs)" -m "$(arg mapped)" -s "$(arg swapped)" \
         $(arg idle | tr , ' ')
+fi
+if [ "$(arg mode)" = bench-migrate ]; then
+    ./migrate_failsafe_test -b "$(arg runs)" -s "$(arg mb)" 2>&1
 fi
 n=$(grep -c . list)
 echo "TAP version 13"
@@ -102,6 +112,10 @@ SPLAT_RE = re.compile(
     r"possible circular locking|possible recursive locking|inconsistent lock state|"
     r"suspicious RCU usage|INFO: task .* blocked|Kernel panic - not syncing|"
     r"kernel BUG at|Unable to handle)")
+MIGRATE_BENCH_MB = 64
+MIGRATE_FIT_RE = re.compile(r"migrate-bench: mode=(\w+) mb=(\d+) run=(\d+) ms=([\d.]+) ok=(\d)")
+MIGRATE_CASE_RE = re.compile(r"migrate-bench: case=(\w+) run=(\d+) mode=(\w+) ret=(-?\d+) "
+                             r"moved=(\d+) of=(\d+) oom=(\d+) intact=(\d)")
 BENCH_RE = re.compile(r"swapoff-bench: idle=(\d+) run=(\d+) ms=([\d.]+) "
                       r"walked=(-?\d+) skipped=(-?\d+) ok=(\d)")
 
@@ -138,7 +152,7 @@ def build_tests(bench=False):
     cflags = ["-static", "-Wall", "-O2", "-U_FORTIFY_SOURCE", f"-I{src}", f"-I{out}",
               "-isystem", hdr, "-isystem", os.path.join(src, "tools", "include", "uapi")]
     log = os.path.join(LOGS, "kselftest-build.log")
-    for name, extra, _, _ in TESTS:
+    for name, extra, *_ in TESTS:
         srcs = [os.path.join(mm, name + ".c")] + [os.path.join(mm, e) for e in extra]
         if not os.path.exists(srcs[0]):
             raise LabError(f"{srcs[0]} does not exist: is the kernel series applied?")
@@ -160,7 +174,7 @@ def build_initramfs(bindir, tests=TESTS):
     shutil.copy2(BUSYBOX, os.path.join(stage, "bin", "busybox"))
     shutil.copytree(bindir, os.path.join(stage, "kselftest"))
     with open(os.path.join(stage, "kselftest", "list"), "w") as fh:
-        for name, _, args, tmo in tests:
+        for name, _, args, tmo, *_ in tests:
             fh.write(f"{name} {tmo} {args}\n")
     with open(os.path.join(stage, "init"), "w") as fh:
         fh.write(INIT)
@@ -190,6 +204,8 @@ class Outcome:
         self.subresults = []    # (ok, description)
         self.splats = []
         self.bench = []         # (idle, run, ms, walked, skipped, ok)
+        self.migrate_fit = []   # (mode, MiB, run, ms, ok)
+        self.migrate_case = []  # (case, run, mode, ret, moved, of, oom, intact)
         self.oom_kills = []     # per fail-safe scenario, as printed by swapoff_test
         self.done = False
         self.timed_out = False
@@ -251,6 +267,17 @@ def _parse(out, line):
     m = SUBRESULT_RE.match(line)
     if m:
         out.subresults.append((m.group(1) == "ok", m.group(2)))
+    m = MIGRATE_FIT_RE.search(line)
+    if m:
+        out.migrate_fit.append((m.group(1), int(m.group(2)), int(m.group(3)),
+                                float(m.group(4)), m.group(5) == "1"))
+        return
+    m = MIGRATE_CASE_RE.search(line)
+    if m:
+        g = m.groups()
+        out.migrate_case.append((g[0], int(g[1]), g[2], int(g[3]), int(g[4]), int(g[5]),
+                                 int(g[6]), g[7] == "1"))
+        return
     m = BENCH_RE.search(line)
     if m:
         out.bench.append((int(m.group(1)), int(m.group(2)), float(m.group(3)),
@@ -263,7 +290,7 @@ def _parse(out, line):
         out.splats.append(line.strip())
 
 
-def _verdict(out, flavour):
+def _verdict(out, flavour, tests=TESTS):
     """(passed, failed) plus a human summary; failures the harness itself saw count too."""
     passed = sum(1 for r in out.results if r[0])
     failed = sum(1 for r in out.results if not r[0])
@@ -280,7 +307,7 @@ def _verdict(out, flavour):
             problems.append("the guest did not boot to its init")
         else:
             problems.append("the guest stopped before the end of the run (panic or crash?)")
-    missing = len(TESTS) - len(out.results)
+    missing = len(tests) - len(out.results)
     if out.done and missing > 0:
         failed += missing
         problems.append(f"{missing} test(s) did not report a result")
@@ -296,19 +323,38 @@ def _verdict(out, flavour):
     return passed, failed
 
 
+def _groups(debug):
+    """TESTS grouped by guest RAM, in order: [(MiB, [tests])], default shape first."""
+    groups = {}
+    for t in TESTS:
+        memory = t[4] or MEMORY_MB
+        if debug:
+            memory = max(memory, DEBUG_MEMORY_MB)
+        groups.setdefault(memory, []).append(t)
+    return list(groups.items())
+
+
 def run(flavour="patched", debug=False, timeout=None):
-    """Build and run the selftests against one kernel; returns (passed, failed)."""
+    """Build and run the selftests against one kernel; returns (passed, failed).
+
+    One guest per guest shape (see TESTS); the counts add up over the guests."""
     if flavour not in ("stock", "patched"):
         raise LabError(f"unknown kernel flavour {flavour!r}")
     image = build_kernel(flavour, debug)
-    initrd = build_initramfs(build_tests())
-    memory = DEBUG_MEMORY_MB if debug else MEMORY_MB
-    if timeout is None:
-        timeout = 120 + sum(t[3] for t in TESTS) // (1 if debug else 2)
+    bindir = build_tests()
     name = flavour + ("-debug" if debug else "")
-    out = boot(image, initrd, memory, "unsteal.mode=test", timeout,
-               f"kselftest-{name}.log")
-    return _verdict(out, name)
+    passed = failed = 0
+    for i, (memory, tests) in enumerate(_groups(debug)):
+        initrd = build_initramfs(bindir, tests)
+        limit = timeout
+        if limit is None:
+            limit = 120 + sum(t[3] for t in tests) // (1 if debug else 2)
+        log = f"kselftest-{name}.log" if i == 0 else f"kselftest-{name}-{memory}M.log"
+        out = boot(image, initrd, memory, "unsteal.mode=test", limit, log)
+        p, f = _verdict(out, f"{name} ({', '.join(t[0] for t in tests)})", tests)
+        passed += p
+        failed += f
+    return passed, failed
 
 
 def _median(xs):
@@ -377,7 +423,74 @@ def bench_swapoff(runs=BENCH_RUNS, idle=None, timeout=1800):
     return 0
 
 
+MIGRATE_CASES = {
+    "nofit": "does not fit (64 MiB to move, 16 MiB room above high wmark + 32 MiB reserve)",
+    "concurrent": "concurrent allocator (64 MiB to move, 68 MiB room, 44 MiB allocated on "
+                  "the target meanwhile)",
+}
+
+
+def _migrate_result(ret):
+    """What move_pages(2) returned, as a table cell."""
+    if ret == -12:
+        return "ENOMEM"
+    if ret < 0:
+        return f"errno {-ret}"
+    return "returned 0" if ret == 0 else "returned N>0 (pages not moved)"
+
+
+def bench_migrate(runs=BENCH_RUNS, mb=MIGRATE_BENCH_MB, timeout=1800):
+    """Moving a buffer between the nodes: time when it fits, outcome when it does not."""
+    images = {f: build_kernel(f, False) for f in ("stock", "patched")}
+    initrd = build_initramfs(build_tests(), [])
+    append = f"unsteal.mode=bench-migrate unsteal.runs={runs} unsteal.mb={mb}"
+    outs = {}
+    for f, image in images.items():
+        outs[f] = boot(image, initrd, MIGRATE_MEMORY_MB, append, timeout,
+                       f"kselftest-bench-migrate-{f}.log")
+        if not outs[f].done:
+            raise LabError(f"the {f} guest did not finish the benchmark; see "
+                           f"_build/logs/kselftest-bench-migrate-{f}.log")
+    lines = [f"| move {mb} MiB node 0 -> 1 with move_pages(2), it fits | runs ok "
+             f"| median ms (of {runs}) | min ms | max ms |",
+             "|---|---:|---:|---:|---:|"]
+    for f, mode in (("stock", "plain"), ("patched", "plain"), ("patched", "failsafe")):
+        ms = [r[3] for r in outs[f].migrate_fit if r[0] == mode]
+        ok = sum(1 for r in outs[f].migrate_fit if r[0] == mode and r[4])
+        if len(ms) != runs or ok != runs:
+            raise LabError(f"{f}/{mode}: {len(ms)} of {runs} runs reported, {ok} moved "
+                           f"everything intact; see _build/logs/kselftest-bench-migrate-{f}.log")
+        label = f"{f} kernel, " + ("MPOL_MF_FAILSAFE" if mode == "failsafe" else "plain")
+        lines.append(f"| {label} | {ok}/{runs} | {_median(ms):.1f} | {min(ms):.1f} "
+                     f"| {max(ms):.1f} |")
+    lines += ["", f"| hostile case ({runs} runs each) | kernel | result (runs) "
+              f"| pages moved, median (of {mb * 256}) | OOM kills | data intact |",
+              "|---|---|---|---:|---:|---:|"]
+    for case, label in MIGRATE_CASES.items():
+        for f in ("stock", "patched"):
+            rs = [r for r in outs[f].migrate_case if r[0] == case]
+            if len(rs) != runs:
+                raise LabError(f"{f}: {case}: {len(rs)} of {runs} runs reported")
+            mode = "MPOL_MF_FAILSAFE" if rs[0][2] == "failsafe" else "plain"
+            results = {}
+            for r in rs:
+                results[_migrate_result(r[3])] = results.get(_migrate_result(r[3]), 0) + 1
+            res = ", ".join(f"{k} ({n})" for k, n in sorted(results.items()))
+            lines.append(f"| {label} | {f}, {mode} | {res} | "
+                         f"{_median([r[4] for r in rs]):.0f} | {sum(r[6] for r in rs)} | "
+                         f"{sum(1 for r in rs if r[7])}/{runs} |")
+    table = "\n".join(lines)
+    path = os.path.join(KS, "bench-migrate.md")
+    with open(path, "w") as fh:
+        fh.write(table + "\n")
+    print(table, flush=True)
+    step(f"kselftest: benchmark table in {os.path.relpath(path, ROOT)}")
+    return 0
+
+
 def command(args):
+    if args.bench == "migrate":
+        return bench_migrate(runs=args.runs)
     if args.bench:
         return bench_swapoff(runs=args.runs)
     passed, failed = run(args.kernel, debug=args.debug, timeout=args.timeout)
