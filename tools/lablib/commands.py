@@ -84,6 +84,11 @@ def cmd_kselftest(args):
     return kselftest.command(args)
 
 
+def cmd_package(args):
+    from . import package
+    return package.command(args)
+
+
 def cmd_test(args):
     from . import testrun
     return testrun.run_all(quick=args.quick)

@@ -29,6 +29,8 @@ PACKAGES = {
                       "libblkid-dev"],
     "kernel build": ["bc", "flex", "bison", "libelf-dev", "libssl-dev", "cpio", "dwarves",
                      "kmod"],
+    "packaging": ["debootstrap", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
+                  "util-linux"],
     "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "libcgroup-dev",
                          "valgrind", "iproute2", "dmidecode"],
 }
