@@ -125,11 +125,15 @@ def prepare(stack_dir, sub="src"):
         fh.write("".join(f"{SUFFIX_NAME}/{n}\n" for n in patches))
     date, ts = _stack_date(stack_dir)
     subjects = [_subject(os.path.join(stack_dir, n)) for n in patches]
-    entry = [f"{base['package']} ({version}) {base['suite']}; urgency=medium", "",
-             f"  * Rebuild with the unsteal patch series ({len(patches)} patches from "
-             f"{_rel(stack_dir)}/,", f"    in debian/patches/{SUFFIX_NAME}/):"]
+    head = (f"Rebuild with the unsteal patch series ({len(patches)} "
+            f"patch{'es' if len(patches) != 1 else ''} from {_rel(stack_dir)}/, in "
+            f"debian/patches/{SUFFIX_NAME}/):")
+    entry = [f"{base['package']} ({version}) {base['suite']}; urgency=medium", ""]
+    entry += textwrap.wrap(head, 78, initial_indent="  * ", subsequent_indent="    ",
+                           break_on_hyphens=False)
     for s in subjects:
-        entry += textwrap.wrap(s, 78, initial_indent="    - ", subsequent_indent="      ")
+        entry += textwrap.wrap(s, 78, initial_indent="    - ", subsequent_indent="      ",
+                               break_on_hyphens=False)
     entry += ["", f" -- {MAINTAINER}  {date}", "", ""]
     chl = os.path.join(tree, "debian", "changelog")
     text = open(chl).read()
@@ -164,6 +168,13 @@ def prepare(stack_dir, sub="src"):
          f"patch(es) + {len(ours)} of ours apply with fuzz 0")
     return base, {"version": version, "dsc": dsc, "srcdir": wd, "tree": tree,
                   "debian_patches": len(applied) - len(ours), "ours": len(ours), "ts": ts}
+
+
+def check_prepare(stack_dir):
+    """The test-suite stage: prepare() in a scratch directory, removed afterwards."""
+    base, info = prepare(stack_dir, sub="check")
+    shutil.rmtree(info["srcdir"], ignore_errors=True)
+    return info
 
 
 def _deps_tarball(base, tree):

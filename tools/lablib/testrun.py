@@ -2,7 +2,11 @@
 """tools/lab test: every test the project has, ending with 'N passed, N failed'.
 
 Stages, in order: setup; the patch checks of both stacks (every patch lints
-clean and applies in order); the builds; libvirt's own test suite and
+clean and applies in order); the packaging checks (each libvirt stack's
+Debian source package assembles with the series on Debian's own patches; the
+kernel series applies on Debian's patched linux tree and the flavour's config
+has what it needs; the full package builds are 'tools/lab package', not
+tests); the builds; libvirt's own test suite and
 syntax-check on the patched tree; our meson tests (unit tests of src/ and the
 integration tests that drive real guests through the lab daemon); the kernel
 selftests in QEMU once the kernel series has patches.
@@ -55,6 +59,16 @@ def run_all(quick=False):
     for key, d in STACKS.items():
         t.stage(f"{key} series: lint and apply in order",
                 lambda d=d: stack.check(d))
+    from . import package, kpackage
+    from .common import read_kv
+    for key, d in sorted(STACKS.items()):
+        pkg = read_kv(os.path.join(d, "BASE")).get("package")
+        if pkg == "libvirt":
+            t.stage(f"{key} package: Debian source package with the series (dpkg-source, "
+                    f"fuzz 0, changelog)", lambda d=d: package.check_prepare(d))
+        elif pkg == "linux":
+            t.stage(f"{key} package: series on Debian's patched linux tree, flavour config",
+                    lambda d=d: kpackage.quick_check(d))
     from . import libvirt, kernel, ownsrc, guest
     built = t.stage("build libvirt", lambda: libvirt.build()) is not None
     t.stage("build kernel", lambda: kernel.build(patched=True))
