@@ -108,6 +108,7 @@ def base_tarball(suite):
             Root(None, tmp).run("apt-get update -q && apt-get install -y -q "
                                 + " ".join(BASE_EXTRA) + " && apt-get clean",
                                 log=os.path.join(BUILD, "logs", f"debootstrap-{suite}-apt.log"))
+            os.chmod(tmp, 0o755)  # mkdtemp made it 0700; it is the root's '/'
             step(f"chroot: packing {os.path.basename(path)}")
             run(["tar", "-C", tmp, "-cf", path + ".part"] + _tar_args() + ["."], quiet=True)
             os.rename(path + ".part", path)
@@ -128,6 +129,7 @@ class Root:
         mkdirs(path)
         step(f"chroot: unpacking {os.path.basename(tarball)} into {path}")
         run(["tar", "-C", path, "-xf", tarball] + _tar_args(), quiet=True)
+        os.chmod(path, 0o755)  # '/' of the root, for the unprivileged build user
 
     def _rm(self):
         # Refuse to delete through a mount (there never is one: mounts live in

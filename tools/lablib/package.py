@@ -376,8 +376,19 @@ echo '== virsh --version'; virsh --version
 echo '== virsh -c test:///default list --all'; virsh -c test:///default list --all
 echo '== qemu.conf documents the series option'
 grep -n '^#vcpu_cgroup' /etc/libvirt/qemu.conf
-echo '== virtqemud running in the root'
+echo '== virtqemud parses the series option: a bad value stops it'
+cp /etc/libvirt/qemu.conf /etc/libvirt/qemu.conf.dist
+echo 'vcpu_cgroup = "bogus"' >> /etc/libvirt/qemu.conf
 mkdir -p /run/libvirt
+rc=0; timeout 60 virtqemud > /tmp/bad-conf.log 2>&1 || rc=$?
+cat /tmp/bad-conf.log
+# (the daemon stops itself when a driver fails to initialise; 124: still running)
+[ $rc -ne 124 ] || {{ echo "FAIL: virtqemud kept running with vcpu_cgroup=bogus"; exit 1; }}
+grep -q "unknown vcpu_cgroup value 'bogus'" /tmp/bad-conf.log || \
+  {{ echo "FAIL: no vcpu_cgroup error from virtqemud"; exit 1; }}
+cp /etc/libvirt/qemu.conf.dist /etc/libvirt/qemu.conf
+echo 'vcpu_cgroup = "per-host"' >> /etc/libvirt/qemu.conf
+echo '== virtqemud running in the root with vcpu_cgroup = "per-host"'
 virtqemud --daemon
 for i in $(seq 50); do [ -S /run/libvirt/virtqemud-sock ] && break; sleep 0.2; done
 virsh -c qemu:///system uri
@@ -390,8 +401,8 @@ echo 'install check: OK'
         text = open(log, errors="replace").read()
         vers = re.search(r"^== virtqemud --version\n(.*)$", text, re.M)
         step(f"install check: {len(INSTALL)} packages at {version} installed with apt; "
-             f"{vers.group(1).strip() if vers else ''}; virsh answered against test:///default "
-             f"and a running virtqemud")
+             f"{vers.group(1).strip() if vers else ''}; it refuses vcpu_cgroup=bogus, runs with "
+             f"per-host; virsh answered against test:///default and the running virtqemud")
     finally:
         root.remove()
 
