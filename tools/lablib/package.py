@@ -197,6 +197,10 @@ def _watch(cmd, log, label, every=60):
                 break
             except subprocess.TimeoutExpired:
                 last = _last_line(log)
+                # ninja's "[N/M] cc ... -o path -c src.c": keep the count and the source.
+                m = re.match(r"^(\[\d+/\d+\])\s.*\s(\S+\.\w+)$", last)
+                if m:
+                    last = f"{m.group(1)} {m.group(2)}"
                 step(f"{label}: {int(time.monotonic() - t0) // 60} min; {last[:110]}")
             except KeyboardInterrupt:
                 p.terminate()
@@ -240,16 +244,18 @@ def meson_summary(log_text):
     return out
 
 
-def build(stack_dir, jobs=None, keep_root=False):
-    base, info = prepare(stack_dir)
-    version = info["version"]
-    jobs = jobs or os.cpu_count() or 2
+def build_root(stack_dir, base, info):
+    """A fresh root of the suite with the source unpacked and the Build-Depends installed.
+
+    The root with the Build-Depends is cached (keyed by debian/control), so
+    only the first build of a base downloads them.  Returns (root, /build path).
+    """
     tar_base = chroot.base_tarball(base["suite"])
     tar_deps = _deps_tarball(base, info["tree"])
     rootdir = os.path.join(workdir(base), "root")
     root = chroot.Root(tar_deps if os.path.exists(tar_deps) else tar_base, rootdir)
     logs = os.path.join(BUILD, "logs")
-    tag = f"{base['package']}-{version}"
+    tag = f"{base['package']}-{info['version']}"
     try:
         bdir = os.path.join(rootdir, "build")
         mkdirs(bdir)
@@ -274,6 +280,20 @@ def build(stack_dir, jobs=None, keep_root=False):
             # The cached root must still satisfy them (the check fails otherwise).
             root.run("cd /build/src && dpkg-checkbuilddeps",
                      log=os.path.join(logs, f"package-{tag}-deps.log"))
+    except BaseException:
+        root.remove()
+        raise
+    return root, bdir
+
+
+def build(stack_dir, jobs=None, keep_root=False):
+    base, info = prepare(stack_dir)
+    version = info["version"]
+    jobs = jobs or os.cpu_count() or 2
+    root, bdir = build_root(stack_dir, base, info)
+    logs = os.path.join(BUILD, "logs")
+    tag = f"{base['package']}-{version}"
+    try:
         log = os.path.join(logs, f"package-{tag}-build.log")
         step(f"package: dpkg-buildpackage -b -uc -us (parallel={jobs}, test suite on, no "
              f"network); log: {_rel(log)}")
