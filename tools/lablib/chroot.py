@@ -168,5 +168,8 @@ class Root:
             cmd.append("--net")
         if nice:
             cmd = ["nice", "-n", "10"] + cmd
-        cmd += ["bash", "-ec", setup + f"exec chroot {r} " + shlex.join(inner)]
+        # bash stays PID 1 of the namespace (no exec): it reaps orphaned
+        # processes, which runuser would leave as zombies (libvirt's
+        # commandtest waits for daemonised children to go away).
+        cmd += ["bash", "-ec", setup + f"chroot {r} " + shlex.join(inner) + "; exit $?"]
         return run(cmd, log=log, quiet=quiet and not log, check=check)
