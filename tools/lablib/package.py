@@ -451,6 +451,11 @@ echo 'install check: OK'
 
 
 def command(args):
+    if os.geteuid() != 0:
+        raise LabError("tools/lab package needs root (apt, debootstrap, chroot)")
+    # One command from a clean clone: deb-src entries and the tools it needs
+    # (debootstrap, quilt, dpkg-dev, ...) come from setup, idempotent.
+    sources.setup()
     if args.what == "libvirt":
         stack_dir = resolve_stack(args.stack, "libvirt")
         base = read_kv(os.path.join(stack_dir, "BASE"))
