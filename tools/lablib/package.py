@@ -312,17 +312,8 @@ def build(stack_dir, jobs=None, keep_root=False):
             raise LabError(f"dpkg-buildpackage failed ({rc}) after {secs / 60:.0f} min; "
                            f"test summary {counts or 'none'}; see {log}\n"
                            + "\n".join(text.splitlines()[-30:]))
-        ours_ok = []
-        for t in OUR_TESTS:
-            hit = [ln for ln in re.findall(rf"^[ \t]*\d+/\d+ .* {re.escape(t)}[ \t].*$", text, re.M)
-                   if re.search(r"\sOK\s", ln)]
-            if not hit:
-                raise LabError(f"the build passed but {t} did not run OK in it; see {log}")
-            ours_ok.append(hit[-1])
         step(f"package: built in {secs / 60:.1f} min; meson test: "
              + ", ".join(f"{k} {v}" for k, v in counts.items()))
-        for ln in ours_ok:
-            step(f"package: our test ran: {' '.join(ln.split())[:110]}")
         # lintian, as Debian's own upload checks run it.
         lint_log = os.path.join(logs, f"package-{tag}-lintian.log")
         root.run("cd /build && lintian --info --display-level '>=info' --fail-on none "
@@ -341,6 +332,16 @@ def build(stack_dir, jobs=None, keep_root=False):
             if os.path.isfile(f):
                 shutil.copy(os.path.realpath(f), out)
         shutil.copy(lint_log, os.path.join(out, "lintian.txt"))
+        ours_ok = []
+        for t in OUR_TESTS:
+            # " 132/161 libvirt:bin / NAME   OK" (11.x) or " 130/174 NAME   OK" (9.x)
+            hit = [ln for ln in re.findall(rf"^[ \t]*\d+/\d+[ \t]+(?:\S+ / )?{re.escape(t)}"
+                                           rf"[ \t].*$", text, re.M)
+                   if re.search(r"\sOK\s", ln)]
+            if not hit:
+                raise LabError(f"the build passed but {t} did not run OK in it; see {log}")
+            ours_ok.append(hit[-1])
+            step(f"package: our test ran: {' '.join(hit[-1].split())[:110]}")
         debs = sorted(glob.glob(os.path.join(out, "*.deb")))
         with open(os.path.join(out, "SUMMARY"), "w") as fh:
             fh.write(f"package={base['package']}\nversion={version}\nbase={base['version']}\n"
