@@ -90,6 +90,11 @@ def cmd_bench(args):
     return bench.command(args)
 
 
+def cmd_package(args):
+    from . import package
+    return package.command(args)
+
+
 def cmd_test(args):
     from . import testrun
     return testrun.run_all(quick=args.quick)

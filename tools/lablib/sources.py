@@ -31,6 +31,8 @@ PACKAGES = {
                       "libyajl-dev"],
     "kernel build": ["bc", "flex", "bison", "libelf-dev", "libssl-dev", "cpio", "dwarves",
                      "kmod"],
+    "packaging": ["debootstrap", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
+                  "util-linux"],
     "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "libcgroup-dev",
                          "valgrind", "iproute2", "dmidecode"],
     # unsteal --connect: libvirt's client library (Debian's, not the lab's)

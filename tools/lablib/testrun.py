@@ -2,12 +2,16 @@
 """tools/lab test: every test the project has, ending with 'N passed, N failed'.
 
 Stages, in order: setup; the patch checks of both stacks (every patch lints
-clean and applies in order); the builds; libvirt's own test suite and
-syntax-check on the patched tree; every other libvirt base (libvirt-9.0, the
-Debian 12 port): its build and libvirt's own suite, which holds our
-qemuvcpucgrouptest; our meson tests (unit tests of src/ and the integration
-tests that drive real guests through the lab daemon); the kernel selftests in
-QEMU once the kernel series has patches.
+clean and applies in order); the packaging checks (each libvirt stack's
+Debian source package assembles with the series on Debian's own patches; the
+kernel series applies on Debian's patched linux tree and the flavour's config
+has what it needs; the full package builds are 'tools/lab package', not
+tests); the builds; libvirt's own test suite and syntax-check on the patched
+tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
+and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
+(unit tests of src/ and the integration tests that drive real guests through
+the lab daemon); the kernel selftests in QEMU once the kernel series has
+patches.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
 against the Debian 12 port instead (the 11.3.0 stack then gets the short
@@ -61,6 +65,16 @@ def run_all(quick=False):
     for key, d in STACKS.items():
         t.stage(f"{key} series: lint and apply in order",
                 lambda d=d: stack.check(d))
+    from . import package, kpackage
+    from .common import read_kv
+    for key, d in sorted(STACKS.items()):
+        pkg = read_kv(os.path.join(d, "BASE")).get("package")
+        if pkg == "libvirt":
+            t.stage(f"{key} package: Debian source package with the series (dpkg-source, "
+                    f"fuzz 0, changelog)", lambda d=d: package.check_prepare(d))
+        elif pkg == "linux":
+            t.stage(f"{key} package: series on Debian's patched linux tree, flavour config",
+                    lambda d=d: kpackage.quick_check(d))
     from . import libvirt, kernel, ownsrc, guest
     # The daemon's stack keeps the historical stage names; another one is named.
     which = "" if LIBVIRT_STACK == "libvirt" else f" ({LIBVIRT_STACK})"
