@@ -42,6 +42,18 @@ while :; do sleep 3600; done
 """
 
 
+# Inside the test host (tools/lab testhost, docs/testhost.md) a guest boots
+# no OS: a nested TCG guest would take minutes to boot its kernel, and the
+# placement tests only need the vCPU threads, which exist as soon as QEMU
+# runs.  'busy' and 'mixed' guests boot tools/testhost/spin-boot.S, which
+# spins on every vCPU ('mixed' spins everywhere too); 'idle' guests have no
+# boot device and halt in the firmware.  A guest counts as ready once QEMU
+# has all its vCPU threads.
+TESTHOST = os.environ.get("UNSTEAL_TESTHOST") == "1"
+SPIN_BOOT = os.path.join(IMAGES, "spin-boot.img")
+READY = "unsteal-guest: ready"
+
+
 def build_initramfs():
     if not os.path.exists(BUSYBOX):
         raise LabError("busybox-static is not installed; run tools/lab setup")
@@ -91,12 +103,24 @@ def parse_cputune(spec):
 
 def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
                kernel=None):
-    from . import kernel as kmod
-    kernel = kernel or kmod.image(patched=True)
-    initrd = build_initramfs()
     tune = "".join(f"<{k}>{v}</{k}>" for k, v in (cputune or {}).items())
     vcpu = (f"<vcpu placement='static' current='{vcpus}'>{max_vcpus}</vcpu>"
             if max_vcpus and max_vcpus > vcpus else f"<vcpu placement='static'>{vcpus}</vcpu>")
+    disk = ""
+    if TESTHOST:
+        boot = "<boot dev='hd'/>"
+        if workload != "idle":
+            img = os.path.join(daemon.LAB, f"{name}-spin.img")
+            shutil.copyfile(SPIN_BOOT, img)
+            disk = (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+                    f"<source file='{escape(img)}'/><target dev='hda' bus='ide'/></disk>")
+    else:
+        from . import kernel as kmod
+        kernel = kernel or kmod.image(patched=True)
+        initrd = build_initramfs()
+        boot = (f"<kernel>{escape(kernel)}</kernel>\n    <initrd>{escape(initrd)}</initrd>\n"
+                f"    <cmdline>console=ttyS0 quiet panic=-1 unsteal.workload={workload}"
+                f"</cmdline>")
     return f"""<domain type='qemu'>
   <name>{escape(name)}</name>
   <memory unit='MiB'>{memory}</memory>
@@ -104,9 +128,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
   {'<cputune>' + tune + '</cputune>' if tune else ''}
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>{escape(kernel)}</kernel>
-    <initrd>{escape(initrd)}</initrd>
-    <cmdline>console=ttyS0 quiet panic=-1 unsteal.workload={workload}</cmdline>
+    {boot}
   </os>
   <features><acpi/><apic/></features>
   <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
@@ -120,6 +142,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     <serial type='file'><source path='{escape(console_path(name))}'/><target port='0'/></serial>
     <console type='file'><source path='{escape(console_path(name))}'/><target type='serial' port='0'/></console>
     <memballoon model='none'/>
+    {disk}
   </devices>
 </domain>
 """
@@ -142,12 +165,14 @@ def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=No
     else:
         daemon.virsh(["create", path], capture=True)
     if wait_ready:
-        wait_console(name, "unsteal-guest: ready")
+        wait_console(name, READY)
     return name
 
 
 def wait_console(name, text, timeout=120):
     t0 = time.monotonic()
+    if TESTHOST and text == READY:
+        return _wait_vcpu_threads(name, timeout)
     path = console_path(name)
     while time.monotonic() - t0 < timeout:
         try:
@@ -163,6 +188,24 @@ def wait_console(name, text, timeout=120):
     except OSError:
         pass
     raise LabError(f"guest {name} did not print {text!r} within {timeout}s; console:\n{tail}")
+
+
+def _wait_vcpu_threads(name, timeout):
+    """Test host: ready once QEMU runs a thread for every online vCPU."""
+    want = None
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if want is None:
+                p = daemon.virsh(["vcpucount", name, "--live", "--current"], check=False,
+                                 capture=True)
+                want = int(p.stdout.strip()) if p.returncode == 0 else None
+            if want and len(vcpu_tids(name)) >= want:
+                return
+        except (LabError, ValueError, OSError):
+            pass
+        time.sleep(0.2)
+    raise LabError(f"guest {name}: QEMU did not start its vCPU threads within {timeout}s")
 
 
 def qemu_pid(name):
