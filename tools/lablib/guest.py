@@ -111,6 +111,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
         boot = "<boot dev='hd'/>"
         if workload != "idle":
             img = os.path.join(daemon.LAB, f"{name}-spin.img")
+            mkdirs(daemon.LAB)
             shutil.copyfile(SPIN_BOOT, img)
             disk = (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
                     f"<source file='{escape(img)}'/><target dev='hda' bus='ide'/></disk>")
