@@ -52,6 +52,7 @@ while :; do sleep 3600; done
 TESTHOST = os.environ.get("UNSTEAL_TESTHOST") == "1"
 SPIN_BOOT = os.path.join(IMAGES, "spin-boot.img")
 READY = "unsteal-guest: ready"
+_WORKLOADS = {}     # test host: domain name -> workload, for the readiness check
 
 
 def build_initramfs():
@@ -107,6 +108,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     vcpu = (f"<vcpu placement='static' current='{vcpus}'>{max_vcpus}</vcpu>"
             if max_vcpus and max_vcpus > vcpus else f"<vcpu placement='static'>{vcpus}</vcpu>")
     disk = ""
+    _WORKLOADS[name] = workload
     if TESTHOST:
         boot = "<boot dev='hd'/>"
         if workload != "idle":
@@ -192,8 +194,12 @@ def wait_console(name, text, timeout=120):
 
 
 def _wait_vcpu_threads(name, timeout):
-    """Test host: ready once QEMU runs a thread for every online vCPU."""
+    """Test host: ready once QEMU runs a thread for every online vCPU and, for a
+    busy guest, every one of them spins (the firmware runs first, on vCPU 0
+    only, and takes seconds under nested TCG)."""
+    from .measure import schedstat
     want = None
+    busy = _WORKLOADS.get(name, "idle") != "idle"
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         try:
@@ -201,12 +207,23 @@ def _wait_vcpu_threads(name, timeout):
                 p = daemon.virsh(["vcpucount", name, "--live", "--current"], check=False,
                                  capture=True)
                 want = int(p.stdout.strip()) if p.returncode == 0 else None
-            if want and len(vcpu_tids(name)) >= want:
-                return
+            tids = vcpu_tids(name)
+            if want and len(tids) >= want:
+                if not busy:
+                    return
+                pid = qemu_pid(name)
+                a = {i: schedstat(pid, t) for i, t in tids.items()}
+                time.sleep(1)
+                b = {i: schedstat(pid, t) for i, t in tids.items()}
+                # Running or waiting to run for most of the second: spinning.
+                if all(sum(b[i]) - sum(a[i]) > 0.5e9 for i in tids):
+                    return
+                continue
         except (LabError, ValueError, OSError):
             pass
         time.sleep(0.2)
-    raise LabError(f"guest {name}: QEMU did not start its vCPU threads within {timeout}s")
+    raise LabError(f"guest {name}: QEMU did not start (and spin) its vCPU threads "
+                   f"within {timeout}s")
 
 
 def qemu_pid(name):
