@@ -141,8 +141,9 @@ def chroot(root, script, log, binds=(), net=True, check=True):
     env = ["env", "-i", "PATH=/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
            "LC_ALL=C.UTF-8", "DEBIAN_FRONTEND=noninteractive", "CCACHE_DIR=/root/.ccache"]
     inner = shlex.join(["chroot", root] + env + ["bash", "-ec", script])
+    # Without net: a network namespace of its own with nothing in it.
     cmd = ["nice", "-n", "19", "unshare", "--mount", "--propagation", "private", "--pid",
-           "--fork", "bash", "-ec", " && ".join(["mkdir -p " + r + "/dev/shm"] + setup)
+           "--fork"] + ([] if net else ["--net"]) + ["bash", "-ec", " && ".join(["mkdir -p " + r + "/dev/shm"] + setup)
            + " && exec " + inner]
     return run(cmd, log=log, check=check)
 
