@@ -65,27 +65,68 @@ def require_lab():
         skip_all("the patched libvirt is not built (tools/lab build libvirt)")
 
 
+def controller_dir(controller):
+    """Mount point of the hierarchy with `controller`: its v1 hierarchy or the v2 one."""
+    v2 = None
+    with open("/proc/self/mounts") as fh:
+        for line in fh:
+            _, mnt, fstype, opts = line.split()[:4]
+            if fstype == "cgroup" and controller in opts.split(","):
+                return mnt
+            if fstype == "cgroup2" and v2 is None:
+                v2 = mnt
+    try:
+        if v2 and controller in open(os.path.join(v2, "cgroup.controllers")).read().split():
+            return v2
+    except OSError:
+        pass
+    return os.path.join(CGROOT, controller)
+
+
+def is_v2(controller):
+    return os.path.exists(os.path.join(controller_dir(controller), "cgroup.controllers"))
+
+
 def thread_cgroup(pid, tid, controller):
-    """Path of a thread's cgroup in one v1 controller's hierarchy."""
+    """Path of a thread's cgroup in `controller`'s hierarchy (v1 or v2)."""
+    v2 = is_v2(controller)
     with open(f"/proc/{pid}/task/{tid}/cgroup") as fh:
         for line in fh:
-            _, ctrls, path = line.rstrip("\n").split(":", 2)
-            if controller in ctrls.split(","):
+            hid, ctrls, path = line.rstrip("\n").split(":", 2)
+            if (v2 and hid == "0") or (not v2 and controller in ctrls.split(",")):
                 return path
     return None
 
 
+def domain_sub(dom, controller="cpu"):
+    """Where libvirt puts a domain's vcpuN/emulator groups: the domain's group,
+    or its 'libvirt' child where libvirt makes one (cgroup v2)."""
+    sub = f"{dom}/libvirt"
+    return sub if os.path.isdir(os.path.join(controller_dir(controller), sub.lstrip("/"))) \
+        else dom
+
+
 def cgroup_tasks(controller, path):
+    name = "cgroup.threads" if is_v2(controller) else "tasks"
     try:
-        with open(os.path.join(CGROOT, controller, path.lstrip("/"), "tasks")) as fh:
+        with open(os.path.join(controller_dir(controller), path.lstrip("/"), name)) as fh:
             return {int(x) for x in fh.read().split()}
     except OSError:
         return set()
 
 
+# cgroup v2 spelling of the v1 files the tests read: (file, field of its line).
+V2_FILES = {"cpu.cfs_quota_us": ("cpu.max", 0), "cpu.cfs_period_us": ("cpu.max", 1),
+            "cpu.shares": ("cpu.weight", 0)}
+
+
 def cgroup_value(controller, path, name):
-    with open(os.path.join(CGROOT, controller, path.lstrip("/"), name)) as fh:
-        return fh.read().strip()
+    field = None
+    if is_v2(controller) and name in V2_FILES:
+        name, field = V2_FILES[name]
+    with open(os.path.join(controller_dir(controller), path.lstrip("/"), name)) as fh:
+        value = fh.read().strip()
+    return value if field is None else value.split()[field]
 
 
 def lab_processes():

@@ -35,9 +35,9 @@ def main(t):
     dom = vcpucg.domain_group(name)
     t.ok(dom is not None, "the domain has its own group in the cpu hierarchy")
     for idx, tid in tids.items():
-        t.eq(labtest.thread_cgroup(pid, tid, "cpu"), f"{dom}/vcpu{idx}",
+        t.eq(labtest.thread_cgroup(pid, tid, "cpu"), vcpucg.vcpu_path(dom, idx),
              f"vCPU {idx} is in its per-domain cpu group")
-        t.ok(tid in labtest.cgroup_tasks("cpu", f"{dom}/vcpu{idx}"),
+        t.ok(tid in labtest.cgroup_tasks("cpu", vcpucg.vcpu_path(dom, idx)),
              f"vCPU {idx} is listed in that group's tasks file")
     res = measure.sample({i: (pid, tid) for i, tid in tids.items()}, 2)
     for idx, (share, steal) in res.items():

@@ -35,13 +35,13 @@ def main(t):
     t.ok(vcpucg.all_shared(a), "tunable on + restart: vCPUs moved back to the shared group",
          vcpucg.placement_report(a))
     t.ok(vcpucg.all_own(b), "the domain with a quota stays in its own groups")
-    t.eq(labtest.cgroup_value("cpu", f"{vcpucg.domain_group(b)}/vcpu0", "cpu.cfs_quota_us"),
+    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(vcpucg.domain_group(b), 0), "cpu.cfs_quota_us"),
          "50000", "and keeps its quota")
     t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-host", "domstats after reconnect")
 
     # Removed shared group comes back on demand.
     daemon.virsh(["destroy", a], capture=True)
-    shared_dir = "/sys/fs/cgroup/cpu" + vcpucg.SHARED
+    shared_dir = labtest.controller_dir("cpu") + vcpucg.SHARED
     try:
         os.rmdir(shared_dir)
         removed = True

@@ -30,7 +30,7 @@ def main(t):
         t.ok(p.returncode == 0, f"schedinfo --live --set {diverge} succeeds", p.stderr)
         t.ok(vcpucg.all_own(a), f"{diverge}: vCPUs moved into their own groups",
              vcpucg.placement_report(a))
-        path = f"{dom}/{sub}" if sub else dom
+        path = f"{labtest.domain_sub(dom)}/{sub}" if sub else dom
         t.eq(labtest.cgroup_value("cpu", path, knob), want,
              f"{diverge}: {path}/{knob} holds the requested value")
         t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain",
@@ -43,7 +43,7 @@ def main(t):
     p = vcpucg.schedinfo(a, "emulator_quota=50000")
     t.ok(p.returncode == 0, "emulator_quota can be set", p.stderr)
     t.ok(vcpucg.all_shared(a), "emulator tunables do not move vCPUs")
-    t.eq(labtest.cgroup_value("cpu", f"{dom}/emulator", "cpu.cfs_quota_us"), "50000",
+    t.eq(labtest.cgroup_value("cpu", vcpucg.emulator_path(dom), "cpu.cfs_quota_us"), "50000",
          "the emulator group holds its quota")
     vcpucg.schedinfo(a, "emulator_quota=-1")
 

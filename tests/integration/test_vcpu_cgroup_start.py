@@ -47,7 +47,7 @@ def main(t):
     t.ok(set(guest.vcpu_tids(a).values()) <= shared_tasks,
          "the shared group's tasks file lists the vCPU threads")
     pid = guest.qemu_pid(a)
-    t.eq(labtest.thread_cgroup(pid, pid, "cpu"), f"{vcpucg.domain_group(a)}/emulator",
+    t.eq(labtest.thread_cgroup(pid, pid, "cpu"), vcpucg.emulator_path(vcpucg.domain_group(a)),
          "the emulator thread stays in the domain's own group")
     t.ok(vcpucg.all_own(b), "shares=2048 in the XML: vCPUs start in their own groups",
          vcpucg.placement_report(b))
@@ -56,10 +56,11 @@ def main(t):
 
     # Isolation: cpuset placement and pinning stay per domain.
     cs = vcpucg.vcpu_groups(a, "cpuset")
-    t.eq(cs, {i: f"{vcpucg.domain_group(a)}/vcpu{i}" for i in cs},
+    t.eq(cs, {i: vcpucg.vcpu_path(vcpucg.domain_group(a), i, "cpuset") for i in cs},
          "cpuset still places each vCPU in its domain's vcpuN group")
     daemon.virsh(["vcpupin", a, "1", "0", "--live"], capture=True)
-    t.eq(labtest.cgroup_value("cpuset", f"{vcpucg.domain_group(a)}/vcpu1", "cpuset.cpus"), "0",
+    vcpu1 = vcpucg.vcpu_path(vcpucg.domain_group(a), 1, "cpuset")
+    t.eq(labtest.cgroup_value("cpuset", vcpu1, "cpuset.cpus"), "0",
          "live vcpupin pins the vCPU through its own cpuset group")
     t.ok(vcpucg.all_shared(a), "pinning does not move vCPUs out of the shared group")
 

@@ -16,11 +16,21 @@ SHARED = "/machine/vcpus.partition"
 
 def domain_group(name):
     """The domain's own group in the cpu hierarchy (NAME or qemu-ID-NAME)."""
-    for cand in glob.glob(f"/sys/fs/cgroup/cpu/machine/*{name}.libvirt-qemu"):
+    cpu = labtest.controller_dir("cpu")
+    for cand in glob.glob(f"{cpu}/machine/*{glob.escape(name)}.libvirt-qemu"):
         base = os.path.basename(cand)
         if base == f"{name}.libvirt-qemu" or base.endswith(f"-{name}.libvirt-qemu"):
             return "/machine/" + base
     return None
+
+
+def vcpu_path(dom, i, controller="cpu"):
+    """The domain's own group of vCPU i (below 'libvirt' on cgroup v2)."""
+    return f"{labtest.domain_sub(dom, controller)}/vcpu{i}"
+
+
+def emulator_path(dom):
+    return f"{labtest.domain_sub(dom)}/emulator"
 
 
 def vcpu_groups(name, controller="cpu"):
@@ -38,7 +48,7 @@ def all_shared(name):
 def all_own(name):
     dom = domain_group(name)
     g = vcpu_groups(name)
-    return bool(g) and all(p == f"{dom}/vcpu{i}" for i, p in g.items())
+    return bool(g) and dom is not None and all(p == vcpu_path(dom, i) for i, p in g.items())
 
 
 def domstats(name, group="--cpu-total"):

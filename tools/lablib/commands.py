@@ -95,6 +95,11 @@ def cmd_package(args):
     return package.command(args)
 
 
+def cmd_testhost(args):
+    from . import testhost
+    return testhost.command(args)
+
+
 def cmd_test(args):
     from . import testrun
     return testrun.run_all(quick=args.quick)

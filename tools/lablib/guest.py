@@ -42,6 +42,19 @@ while :; do sleep 3600; done
 """
 
 
+# Inside the test host (tools/lab testhost, docs/testhost.md) a guest boots
+# no OS: a nested TCG guest would take minutes to boot its kernel, and the
+# placement tests only need the vCPU threads, which exist as soon as QEMU
+# runs.  'busy' and 'mixed' guests boot tools/testhost/spin-boot.S, which
+# spins on every vCPU ('mixed' spins everywhere too); 'idle' guests have no
+# boot device and halt in the firmware.  A guest counts as ready once QEMU
+# has all its vCPU threads.
+TESTHOST = os.environ.get("UNSTEAL_TESTHOST") == "1"
+SPIN_BOOT = os.path.join(IMAGES, "spin-boot.img")
+READY = "unsteal-guest: ready"
+_WORKLOADS = {}     # test host: domain name -> workload, for the readiness check
+
+
 def build_initramfs():
     if not os.path.exists(BUSYBOX):
         raise LabError("busybox-static is not installed; run tools/lab setup")
@@ -91,12 +104,26 @@ def parse_cputune(spec):
 
 def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
                kernel=None):
-    from . import kernel as kmod
-    kernel = kernel or kmod.image(patched=True)
-    initrd = build_initramfs()
     tune = "".join(f"<{k}>{v}</{k}>" for k, v in (cputune or {}).items())
     vcpu = (f"<vcpu placement='static' current='{vcpus}'>{max_vcpus}</vcpu>"
             if max_vcpus and max_vcpus > vcpus else f"<vcpu placement='static'>{vcpus}</vcpu>")
+    disk = ""
+    _WORKLOADS[name] = workload
+    if TESTHOST:
+        boot = "<boot dev='hd'/>"
+        if workload != "idle":
+            img = os.path.join(daemon.LAB, f"{name}-spin.img")
+            mkdirs(daemon.LAB)
+            shutil.copyfile(SPIN_BOOT, img)
+            disk = (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+                    f"<source file='{escape(img)}'/><target dev='hda' bus='ide'/></disk>")
+    else:
+        from . import kernel as kmod
+        kernel = kernel or kmod.image(patched=True)
+        initrd = build_initramfs()
+        boot = (f"<kernel>{escape(kernel)}</kernel>\n    <initrd>{escape(initrd)}</initrd>\n"
+                f"    <cmdline>console=ttyS0 quiet panic=-1 unsteal.workload={workload}"
+                f"</cmdline>")
     return f"""<domain type='qemu'>
   <name>{escape(name)}</name>
   <memory unit='MiB'>{memory}</memory>
@@ -104,9 +131,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
   {'<cputune>' + tune + '</cputune>' if tune else ''}
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>{escape(kernel)}</kernel>
-    <initrd>{escape(initrd)}</initrd>
-    <cmdline>console=ttyS0 quiet panic=-1 unsteal.workload={workload}</cmdline>
+    {boot}
   </os>
   <features><acpi/><apic/></features>
   <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
@@ -120,6 +145,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     <serial type='file'><source path='{escape(console_path(name))}'/><target port='0'/></serial>
     <console type='file'><source path='{escape(console_path(name))}'/><target type='serial' port='0'/></console>
     <memballoon model='none'/>
+    {disk}
   </devices>
 </domain>
 """
@@ -142,12 +168,14 @@ def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=No
     else:
         daemon.virsh(["create", path], capture=True)
     if wait_ready:
-        wait_console(name, "unsteal-guest: ready")
+        wait_console(name, READY)
     return name
 
 
 def wait_console(name, text, timeout=120):
     t0 = time.monotonic()
+    if TESTHOST and text == READY:
+        return _wait_vcpu_threads(name, timeout)
     path = console_path(name)
     while time.monotonic() - t0 < timeout:
         try:
@@ -163,6 +191,39 @@ def wait_console(name, text, timeout=120):
     except OSError:
         pass
     raise LabError(f"guest {name} did not print {text!r} within {timeout}s; console:\n{tail}")
+
+
+def _wait_vcpu_threads(name, timeout):
+    """Test host: ready once QEMU runs a thread for every online vCPU and, for a
+    busy guest, every one of them spins (the firmware runs first, on vCPU 0
+    only, and takes seconds under nested TCG)."""
+    from .measure import schedstat
+    want = None
+    busy = _WORKLOADS.get(name, "idle") != "idle"
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if want is None:
+                p = daemon.virsh(["vcpucount", name, "--live", "--current"], check=False,
+                                 capture=True)
+                want = int(p.stdout.strip()) if p.returncode == 0 else None
+            tids = vcpu_tids(name)
+            if want and len(tids) >= want:
+                if not busy:
+                    return
+                pid = qemu_pid(name)
+                a = {i: schedstat(pid, t) for i, t in tids.items()}
+                time.sleep(1)
+                b = {i: schedstat(pid, t) for i, t in tids.items()}
+                # Running or waiting to run for most of the second: spinning.
+                if all(sum(b[i]) - sum(a[i]) > 0.5e9 for i in tids):
+                    return
+                continue
+        except (LabError, ValueError, OSError):
+            pass
+        time.sleep(0.2)
+    raise LabError(f"guest {name}: QEMU did not start (and spin) its vCPU threads "
+                   f"within {timeout}s")
 
 
 def qemu_pid(name):

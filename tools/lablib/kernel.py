@@ -12,16 +12,22 @@ CONFIG_DIR = os.path.join(ROOT, "kernel-patches", "config")
 IMAGES = os.path.join(BUILD, "images")
 
 
-def _fragments(debug):
+def _fragments(debug, extra=()):
+    """lab.config, then each extra flavour's NAME.config, then debug.config."""
     frags = [os.path.join(CONFIG_DIR, "lab.config")]
+    for name in extra:
+        path = os.path.join(CONFIG_DIR, f"{name}.config")
+        if not os.path.exists(path):
+            raise LabError(f"kernel flavour {name!r}: {path} does not exist")
+        frags.append(path)
     if debug:
         frags.append(os.path.join(CONFIG_DIR, "debug.config"))
     return frags
 
 
-def _merged_fragment(outdir, debug):
+def _merged_fragment(outdir, debug, extra=()):
     text = ""
-    for f in _fragments(debug):
+    for f in _fragments(debug, extra):
         with open(f) as fh:
             text += fh.read() + "\n"
     path = os.path.join(outdir, "unsteal-fragment.config")
@@ -38,16 +44,16 @@ def make_args(src, outdir):
             "HOSTCC=ccache gcc", f"-j{os.cpu_count() or 2}"]
 
 
-def configure(src, outdir, debug=False):
+def configure(src, outdir, debug=False, extra=()):
     mkdirs(outdir)
-    frag, text = _merged_fragment(outdir, debug)
+    frag, text = _merged_fragment(outdir, debug, extra)
     digest = hashlib.sha256(text.encode()).hexdigest()
     stamp = os.path.join(outdir, ".unsteal-config-stamp")
     if os.path.exists(os.path.join(outdir, ".config")) and os.path.exists(stamp) and \
             open(stamp).read() == digest:
         return
     step(f"kernel: configuring {os.path.basename(outdir)} (allnoconfig + "
-         f"{', '.join(os.path.basename(f) for f in _fragments(debug))})")
+         f"{', '.join(os.path.basename(f) for f in _fragments(debug, extra))})")
     with open(frag, "w") as fh:
         fh.write(text)
     run(make_args(src, outdir) + ["allnoconfig", f"KCONFIG_ALLCONFIG={frag}"], env=kenv(),
@@ -88,13 +94,20 @@ def stock_tree(patched_wt):
     return path
 
 
-def build(patched=True, debug=False):
+def flavour_name(patched=True, debug=False, extra=()):
+    """patched|stock, then -NAME per extra fragment, then -debug."""
+    return ("patched" if patched else "stock") + "".join(f"-{e}" for e in extra) + \
+        ("-debug" if debug else "")
+
+
+def build(patched=True, debug=False, extra=()):
+    """Build a bzImage; extra names more fragments (kernel-patches/config/NAME.config)."""
     from .stack import ensure_worktree
     wt = ensure_worktree(STACKS["kernel"])
     src = wt if patched else stock_tree(wt)
-    flavour = ("patched" if patched else "stock") + ("-debug" if debug else "")
+    flavour = flavour_name(patched, debug, extra)
     outdir = os.path.join(BUILD, f"kernel-{flavour}")
-    configure(src, outdir, debug)
+    configure(src, outdir, debug, extra)
     step(f"kernel: building the {flavour} bzImage with ccache "
          f"(log in _build/logs/kernel-{flavour}.log; about 10 min cold on 2 cores, seconds warm with ccache)")
     run(make_args(src, outdir) + ["bzImage"], env=kenv(),
