@@ -1,10 +1,38 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """tools/lab bench: the performance evidence of docs/performance.md."""
 
+import json
+import os
 import shlex
 import sys
 
-from .common import LabError
+from .common import LabError, mkdirs
+
+
+def check_args(mixes, known, reps, seconds):
+    """The mixes to run (all by default), after checking the options."""
+    mixes = mixes or list(known)
+    for m in mixes:
+        if m not in known:
+            raise LabError(f"unknown mix {m!r}; known: {', '.join(known)}")
+    if reps < 1 or seconds < 1:
+        raise LabError("--reps and --seconds must be at least 1")
+    return mixes
+
+
+def publish(name, results, outdir, markdown, plot):
+    """Write NAME.json, NAME.md and the plots into outdir; print the table."""
+    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
+    mkdirs(outdir)
+    with open(os.path.join(outdir, f"{name}.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    md = markdown(results)
+    with open(os.path.join(outdir, f"{name}.md"), "w") as fh:
+        fh.write(md + "\n")
+    plot(results, outdir)
+    print(md)
+    print(f"\nresults in {outdir}: {name}.json, {name}.md and the plots")
+    return results
 
 
 def command(args):
@@ -35,10 +63,9 @@ def command(args):
 
 
 def replot(what, outdir):
-    import json
-    import os
     from .common import BUILD
-    from . import benchcontrol, benchguests, benchsched, plots
+    from . import benchcontrol, benchguests, benchsched
+    mod = {"sched": benchsched, "guests": benchguests, "control": benchcontrol}[what]
     outdir = outdir or os.path.join(BUILD, "bench", what)
     path = os.path.join(outdir, f"{what}.json")
     try:
@@ -46,15 +73,8 @@ def replot(what, outdir):
             results = json.load(fh)
     except (OSError, ValueError) as e:
         raise LabError(f"--replot: cannot read {path}: {e}")
-    if what == "sched":
-        md = benchsched.markdown(results)
-        benchsched.plot(results, outdir)
-    elif what == "guests":
-        md = benchguests.markdown(results)
-        benchguests.plot(results, outdir)
-    else:
-        md = benchcontrol.markdown(results)
-        benchcontrol.plot(results, outdir)
+    md = mod.markdown(results)
+    mod.plot(results, outdir)
     with open(os.path.join(outdir, f"{what}.md"), "w") as fh:
         fh.write(md + "\n")
     print(md)

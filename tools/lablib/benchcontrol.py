@@ -18,7 +18,6 @@ Every round measures every (daemon, domains) block, in rotating order; the
 tables give medians over all rounds and repetitions.
 """
 
-import json
 import os
 import statistics
 import time
@@ -113,6 +112,7 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
         raise LabError("bench control needs the patched libvirt (vcpu_cgroup in qemu.conf)")
     outdir = outdir or os.path.join(BUILD, "bench", "control")
     mkdirs(outdir)
+    machine = benchsched.machine_info()
     blocks = [(v, s, n) for n in RUNNING for v, s in VARIANTS]
     raw = {f"{v}|{n}": {"start": [], "set": [], "reset": []} for v, _, n in blocks}
     for r in range(rounds):
@@ -123,17 +123,9 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
             got = _block(lv, v, s, n, reps)
             for op in got:
                 raw[f"{v}|{n}"][op].extend(got[op])
-    results = {"command": command, "machine": benchsched.machine_info(), "reps": reps,
+    results = {"command": command, "machine": machine, "reps": reps,
                "rounds": rounds, "raw": raw,
                "median": {k: {op: statistics.median(xs) for op, xs in ops.items()}
                           for k, ops in raw.items()}}
-    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
-    with open(os.path.join(outdir, "control.json"), "w") as fh:
-        json.dump(results, fh, indent=1)
-    md = markdown(results)
-    with open(os.path.join(outdir, "control.md"), "w") as fh:
-        fh.write(md + "\n")
-    plot(results, outdir)
-    print(md)
-    print(f"\nresults: {outdir}/control.json, control.md, control.png")
-    return results
+    from .bench import publish
+    return publish("control", results, outdir, markdown, plot)

@@ -16,7 +16,6 @@ what makes TCG vCPU threads differ from pure CPU hogs:
     I/O), which stay in the domain's own cgroup in both modes.
 """
 
-import json
 import os
 import statistics
 import time
@@ -200,12 +199,8 @@ def plot(results, outdir):
 
 def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=None):
     require_root("bench guests")
-    mixes = mixes or list(MIXES)
-    for m in mixes:
-        if m not in MIXES:
-            raise LabError(f"unknown mix {m!r}; known: {', '.join(MIXES)}")
-    if reps < 1 or seconds < 1:
-        raise LabError("--reps and --seconds must be at least 1")
+    from .bench import check_args, publish
+    mixes = check_args(mixes, MIXES, reps, seconds)
     from . import demo, kernel, libvirt, sources
     sources.setup()
     libvirt.build()
@@ -222,13 +217,4 @@ def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=Non
                "settle": settle, "reps": reps, "mixes": []}
     for m in mixes:
         results["mixes"].append(run_mix(m, reps, seconds, settle))
-    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
-    with open(os.path.join(outdir, "guests.json"), "w") as fh:
-        json.dump(results, fh, indent=1)
-    md = markdown(results)
-    with open(os.path.join(outdir, "guests.md"), "w") as fh:
-        fh.write(md + "\n")
-    plot(results, outdir)
-    print(md)
-    print(f"\nresults: {outdir}/guests.json, guests.md, guests-shares.png, guests-ratio.png")
-    return results
+    return publish("guests", results, outdir, markdown, plot)

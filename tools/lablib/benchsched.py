@@ -21,7 +21,6 @@ Per vCPU thread and window W (schedstat, /proc/stat):
 which are unsteal's definitions (docs/unsteal.md).
 """
 
-import json
 import os
 import statistics
 import subprocess
@@ -304,12 +303,8 @@ def plot(results, outdir):
 def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=None,
               top_shares=None):
     require_root("bench sched")
-    mixes = mixes or list(MIXES)
-    for m in mixes:
-        if m not in MIXES:
-            raise LabError(f"unknown mix {m!r}; known: {', '.join(MIXES)}")
-    if reps < 1 or seconds < 1:
-        raise LabError("--reps and --seconds must be at least 1")
+    from .bench import check_args, publish
+    mixes = check_args(mixes, MIXES, reps, seconds)
     outdir = outdir or os.path.join(BUILD, "bench", "sched")
     mkdirs(outdir)
     mount = cpu_mount()
@@ -322,14 +317,4 @@ def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=Non
                "settle": settle, "reps": reps, "mixes": []}
     for m in mixes:
         results["mixes"].append(run_mix(mount, m, reps, seconds, settle, top_shares))
-    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
-    with open(os.path.join(outdir, "sched.json"), "w") as fh:
-        json.dump(results, fh, indent=1)
-    md = markdown(results)
-    with open(os.path.join(outdir, "sched.md"), "w") as fh:
-        fh.write(md + "\n")
-    plot(results, outdir)
-    print(md)
-    print(f"\nresults: {outdir}/sched.json, sched.md, sched-shares.png, sched-ratio.png, "
-          "sched-steal.png")
-    return results
+    return publish("sched", results, outdir, markdown, plot)
