@@ -20,6 +20,20 @@ def check_args(mixes, known, reps, seconds):
     return mixes
 
 
+def prepare_lab(what, stock=False):
+    """Set up and build what the lab benchmarks need: the patched libvirt
+    (and stock libvirt with stock=True), the guest kernel and initramfs."""
+    from . import demo, guest, kernel, libvirt, sources
+    sources.setup()
+    libvirt.build()
+    if stock:
+        libvirt.build_stock()
+    kernel.image(patched=True)
+    guest.build_initramfs()
+    if not demo.series_has_vcpu_cgroup():
+        raise LabError(f"bench {what} needs the patched libvirt (vcpu_cgroup in qemu.conf)")
+
+
 def publish(name, results, outdir, markdown, plot):
     """Write NAME.json, NAME.md and the plots into outdir; print the table."""
     results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]

@@ -22,7 +22,7 @@ import os
 import statistics
 import time
 
-from .common import BUILD, LabError, mkdirs, require_root, step
+from .common import BUILD, LabError, require_root, step
 from . import benchsched, daemon, guest
 
 VARIANTS = [("stock", None), ("patched per-domain", "per-domain"),
@@ -101,17 +101,10 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
     require_root("bench control")
     if reps < 1:
         raise LabError("--reps must be at least 1")
-    from . import demo, kernel, libvirt, sources
-    sources.setup()
+    from .bench import prepare_lab
+    prepare_lab("control", stock=True)
     lv = _libvirt()
-    libvirt.build()
-    libvirt.build_stock()
-    kernel.image(patched=True)
-    guest.build_initramfs()
-    if not demo.series_has_vcpu_cgroup():
-        raise LabError("bench control needs the patched libvirt (vcpu_cgroup in qemu.conf)")
     outdir = outdir or os.path.join(BUILD, "bench", "control")
-    mkdirs(outdir)
     machine = benchsched.machine_info()
     blocks = [(v, s, n) for n in RUNNING for v, s in VARIANTS]
     raw = {f"{v}|{n}": {"start": [], "set": [], "reset": []} for v, _, n in blocks}

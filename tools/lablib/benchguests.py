@@ -20,7 +20,7 @@ import os
 import statistics
 import time
 
-from .common import BUILD, LabError, mkdirs, require_root, step
+from .common import BUILD, require_root, step
 from . import benchsched, daemon, guest, measure
 
 # name -> (description, [(guest, vcpus, workload)])
@@ -192,24 +192,15 @@ def markdown(results):
 
 def plot(results, outdir):
     from . import plots
-    plots.sched_shares(results, os.path.join(outdir, "guests-shares.png"))
-    plots.sched_ratios(results, os.path.join(outdir, "guests-ratio.png"))
-    plots.sched_steal(results, os.path.join(outdir, "guests-steal.png"))
+    plots.sched_all(results, outdir, "guests")
 
 
 def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=None):
     require_root("bench guests")
-    from .bench import check_args, publish
+    from .bench import check_args, prepare_lab, publish
     mixes = check_args(mixes, MIXES, reps, seconds)
-    from . import demo, kernel, libvirt, sources
-    sources.setup()
-    libvirt.build()
-    kernel.image(patched=True)
-    guest.build_initramfs()
-    if not demo.series_has_vcpu_cgroup():
-        raise LabError("bench guests needs the patched libvirt (vcpu_cgroup in qemu.conf)")
+    prepare_lab("guests")
     outdir = outdir or os.path.join(BUILD, "bench", "guests")
-    mkdirs(outdir)
     total = len(mixes) * reps * 2 * (seconds + settle + 3)
     step(f"bench guests: {len(mixes)} mixes x {reps} repetitions x 2 modes x "
          f"({settle}+{seconds} s + restart) = about {total // 60} min")

@@ -295,9 +295,7 @@ def markdown(results):
 
 def plot(results, outdir):
     from . import plots
-    plots.sched_shares(results, os.path.join(outdir, "sched-shares.png"))
-    plots.sched_ratios(results, os.path.join(outdir, "sched-ratio.png"))
-    plots.sched_steal(results, os.path.join(outdir, "sched-steal.png"))
+    plots.sched_all(results, outdir, "sched")
 
 
 def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=None,
@@ -306,7 +304,6 @@ def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=Non
     from .bench import check_args, publish
     mixes = check_args(mixes, MIXES, reps, seconds)
     outdir = outdir or os.path.join(BUILD, "bench", "sched")
-    mkdirs(outdir)
     mount = cpu_mount()
     build_spinner()
     total = len(mixes) * reps * 2 * (seconds + settle)

@@ -120,3 +120,10 @@ def sched_steal(results, path):
             vals.append([m["median"][mode][f] for m in results["mixes"]])
     bars(path, "median total steal and idle steal, vCPU-seconds per second", "vCPUs",
          mixes, series, vals)
+
+
+def sched_all(results, outdir, name):
+    """The three plots of a share benchmark: NAME-shares, NAME-ratio, NAME-steal."""
+    sched_shares(results, os.path.join(outdir, f"{name}-shares.png"))
+    sched_ratios(results, os.path.join(outdir, f"{name}-ratio.png"))
+    sched_steal(results, os.path.join(outdir, f"{name}-steal.png"))
