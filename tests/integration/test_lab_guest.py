@@ -3,7 +3,7 @@
 
 Stock per-domain layout: each vCPU thread sits in its own vcpuN group below
 the domain's cgroup in the cpu hierarchy, and the guest's busy loops make its
-vCPU threads run.  'tools/lab stop' then leaves no lab process and no lab
+vCPU threads run.  A 'spin' guest (no OS) has vCPU threads that never block.  'tools/lab stop' then leaves no lab process and no lab
 cgroup behind.
 """
 
@@ -22,6 +22,14 @@ def top_level_groups():
             if os.path.isdir(os.path.join(mnt, d)) and d != "machine":
                 out.add(os.path.join(mnt, d))
     return out
+
+
+def voluntary_switches(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/status") as fh:
+        for line in fh:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return 0
 
 
 def main(t):
@@ -43,6 +51,17 @@ def main(t):
     for idx, (share, steal) in res.items():
         t.ok(share + steal > 0.5, f"busy vCPU {idx} is runnable most of the time",
              f"share {share:.2f} steal {steal:.2f}")
+    spin = guest.create("itest-spin", vcpus=2, workload="spin")
+    spid = guest.qemu_pid(spin)
+    stids = guest.vcpu_tids(spin)
+    t.eq(sorted(stids), [0, 1], "a spin guest (no OS) runs one thread per vCPU")
+    vol0 = {i: voluntary_switches(spid, tid) for i, tid in stids.items()}
+    res = measure.sample({i: (spid, tid) for i, tid in stids.items()}, 2)
+    for idx, (share, steal) in res.items():
+        vol = voluntary_switches(spid, stids[idx]) - vol0[idx]
+        t.ok(share + steal > 0.9 and vol <= 4,
+             f"spin vCPU {idx} is a pure CPU hog: always runnable, never blocks",
+             f"share {share:.2f} steal {steal:.2f}, {vol} voluntary switches in 2 s")
     dom_groups = [os.path.join(m, dom.lstrip("/")) for m, _ in daemon.cgroup_mounts()]
     t.ok(any(os.path.isdir(g) for g in dom_groups), "the domain's cgroups exist while it runs")
     daemon.stop()

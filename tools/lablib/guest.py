@@ -6,6 +6,11 @@ The guest's init reads unsteal.workload= from the kernel command line:
   idle   nothing but a sleeping shell
   mixed  a loop on vCPU 0 only, the other vCPUs idle
 and prints 'unsteal-guest: ready' on the serial console once the loops run.
+One more workload boots no kernel:
+  spin   a boot sector that spins on every vCPU with interrupts off
+         (tools/testhost/spin-boot.S): the vCPU threads are pure CPU hogs
+         that never take QEMU's big lock (see docs/performance.md); ready
+         once every vCPU thread spins.
 """
 
 import os
@@ -13,7 +18,7 @@ import shutil
 import time
 from xml.sax.saxutils import escape
 
-from .common import BUILD, LabError, mkdirs, run, step
+from .common import BUILD, ROOT, LabError, mkdirs, run, step
 from . import daemon
 
 IMAGES = os.path.join(BUILD, "images")
@@ -51,6 +56,8 @@ while :; do sleep 3600; done
 # has all its vCPU threads.
 TESTHOST = os.environ.get("UNSTEAL_TESTHOST") == "1"
 SPIN_BOOT = os.path.join(IMAGES, "spin-boot.img")
+SPIN_SRC = os.path.join(ROOT, "tools", "testhost", "spin-boot.S")
+WORKLOADS = ("busy", "idle", "mixed", "spin")
 READY = "unsteal-guest: ready"
 _WORKLOADS = {}     # test host: domain name -> workload, for the readiness check
 
@@ -102,19 +109,44 @@ def parse_cputune(spec):
     return out
 
 
+def spin_image():
+    """The spin boot sector; on the host it is assembled here (the test host
+    has it built in its build root)."""
+    if TESTHOST:
+        return SPIN_BOOT
+    if (not os.path.exists(SPIN_BOOT)
+            or os.path.getmtime(SPIN_BOOT) < os.path.getmtime(SPIN_SRC)):
+        mkdirs(IMAGES)
+        obj = SPIN_BOOT + ".o"
+        run(["as", "--32", "-o", obj, SPIN_SRC], quiet=True)
+        run(["ld", "-m", "elf_i386", "-Ttext", "0x7c00", "--oformat", "binary",
+             "-o", SPIN_BOOT + ".tmp", obj], quiet=True)
+        os.unlink(obj)
+        if os.path.getsize(SPIN_BOOT + ".tmp") != 512:
+            raise LabError(f"{SPIN_SRC} did not assemble into a 512-byte boot sector")
+        os.replace(SPIN_BOOT + ".tmp", SPIN_BOOT)
+    return SPIN_BOOT
+
+
+def _boots_spin(workload):
+    return workload == "spin" or (TESTHOST and workload != "idle")
+
+
 def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
                kernel=None):
     tune = "".join(f"<{k}>{v}</{k}>" for k, v in (cputune or {}).items())
     vcpu = (f"<vcpu placement='static' current='{vcpus}'>{max_vcpus}</vcpu>"
             if max_vcpus and max_vcpus > vcpus else f"<vcpu placement='static'>{vcpus}</vcpu>")
     disk = ""
+    if workload not in WORKLOADS:
+        raise LabError(f"unknown guest workload {workload!r}; known: {', '.join(WORKLOADS)}")
     _WORKLOADS[name] = workload
-    if TESTHOST:
+    if TESTHOST or workload == "spin":
         boot = "<boot dev='hd'/>"
-        if workload != "idle":
+        if _boots_spin(workload):
             img = os.path.join(daemon.LAB, f"{name}-spin.img")
             mkdirs(daemon.LAB)
-            shutil.copyfile(SPIN_BOOT, img)
+            shutil.copyfile(spin_image(), img)
             disk = (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
                     f"<source file='{escape(img)}'/><target dev='hda' bus='ide'/></disk>")
     else:
@@ -174,7 +206,7 @@ def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=No
 
 def wait_console(name, text, timeout=120):
     t0 = time.monotonic()
-    if TESTHOST and text == READY:
+    if (TESTHOST or _WORKLOADS.get(name) == "spin") and text == READY:
         return _wait_vcpu_threads(name, timeout)
     path = console_path(name)
     while time.monotonic() - t0 < timeout:
@@ -194,9 +226,9 @@ def wait_console(name, text, timeout=120):
 
 
 def _wait_vcpu_threads(name, timeout):
-    """Test host: ready once QEMU runs a thread for every online vCPU and, for a
-    busy guest, every one of them spins (the firmware runs first, on vCPU 0
-    only, and takes seconds under nested TCG)."""
+    """A guest without OS (test host, 'spin'): ready once QEMU runs a thread for
+    every online vCPU and, for a busy guest, every one of them spins (the
+    firmware runs first, on vCPU 0 only, and takes seconds under nested TCG)."""
     from .measure import schedstat
     want = None
     busy = _WORKLOADS.get(name, "idle") != "idle"
