@@ -13,7 +13,10 @@ what makes TCG vCPU threads differ from pure CPU hogs:
   - voluntary context switches of the vCPU threads (a pure hog has none:
     they sleep when the guest halts or when they wait for QEMU's big lock),
   - the CPU time of each QEMU process's other threads (main loop, RCU,
-    I/O), which stay in the domain's own cgroup in both modes.
+    I/O), which stay in the domain's own cgroup in both modes,
+  - the vCPU threads' migrations between host CPUs, and how the busy ones
+    are spread over the CPUs (sampled 20 times a second): an uneven split,
+    or the large guest's vCPUs stacked on one CPU, defeats any weights.
 """
 
 import os
@@ -68,7 +71,54 @@ def _proc_cpu_ns(pid):
     return total
 
 
-def window(names, seconds):
+def _on_cpu(pid, tid):
+    """The CPU a thread runs or last ran on (field 39 of its stat file)."""
+    with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+        s = fh.read()
+    return int(s[s.rindex(")") + 2:].split()[36])
+
+
+def _migrations(pid, tid):
+    try:
+        with open(f"/proc/{pid}/task/{tid}/sched") as fh:
+            for line in fh:
+                if line.startswith("se.nr_migrations"):
+                    return int(line.split(":")[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _sample_placement(threads, large, seconds, hz=20):
+    """Sleep through the window while sampling which CPU each busy vCPU
+    thread is on.  Returns the fraction of samples in which the busy threads
+    were split unevenly over the host CPUs (for example 3 on one CPU and 1
+    on the other), and the fraction in which two vCPUs of the large guest
+    (`large`, a subset of `threads`) were on the same CPU.  In both cases no
+    cgroup weight can give the threads the shares their groups ask for."""
+    ncpu = os.cpu_count() or 1
+    end = time.monotonic() + seconds
+    n = uneven = stacked = 0
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(left, 1 / hz))
+        per_cpu = [0] * ncpu
+        try:
+            where = {t: _on_cpu(*t) % ncpu for t in threads}
+        except (OSError, ValueError, IndexError):
+            continue
+        for c in where.values():
+            per_cpu[c] += 1
+        n += 1
+        uneven += max(per_cpu) - min(per_cpu) > 1
+        on_large = [where[t] for t in large]
+        stacked += len(set(on_large)) < len(on_large)
+    return (uneven / n, stacked / n) if n else (0.0, 0.0)
+
+
+def window(names, seconds, busy=None):
     threads = {}
     for n in names:
         pid = guest.qemu_pid(n)
@@ -78,10 +128,23 @@ def window(names, seconds):
     c0 = {k: _ctxt(*v) for k, v in threads.items()}
     p0 = {n: _proc_cpu_ns(p) for n, p in pids.items()}
     v0 = {k: measure.schedstat(*v)[0] for k, v in threads.items()}
+    m0 = {k: _migrations(*v) for k, v in threads.items()}
+    s0 = {k: measure.schedstat(*v) for k, v in threads.items()}
     i0, t0 = benchsched.cpu_times()
     w0 = time.monotonic()
-    res = measure.sample(threads, seconds)
+    busy_threads = [v for k, v in threads.items() if busy is None or k[0] in busy]
+    nv = {}
+    for k in threads:
+        if busy is None or k[0] in busy:
+            nv[k[0]] = nv.get(k[0], 0) + 1
+    big = max(nv, key=nv.get) if nv else None
+    large = [v for k, v in threads.items() if k[0] == big] if big and nv[big] > 1 else []
+    uneven, stacked = _sample_placement(busy_threads, large, seconds)
     wall = time.monotonic() - w0
+    s1 = {k: measure.schedstat(*v) for k, v in threads.items()}
+    m1 = {k: _migrations(*v) for k, v in threads.items()}
+    res = {k: ((s1[k][0] - s0[k][0]) / (wall * 1e9), (s1[k][1] - s0[k][1]) / (wall * 1e9))
+           for k in threads}
     i1, t1 = benchsched.cpu_times()
     c1 = {k: _ctxt(*v) for k, v in threads.items()}
     p1 = {n: _proc_cpu_ns(p) for n, p in pids.items()}
@@ -93,13 +156,14 @@ def window(names, seconds):
             "share": share, "steal": steal, "idle_steal": steal * idle,
             "vol_per_s": (c1[k][0] - c0[k][0]) / wall,
             "invol_per_s": (c1[k][1] - c0[k][1]) / wall,
+            "migrations_per_s": (m1[k] - m0[k]) / wall,
             "cgroup": measure.cpu_cgroup(*threads[k]),
         }
     other = {}
     for n in names:
         vcpu_ns = sum(v1[k] - v0[k] for k in threads if k[0] == n)
         other[n] = max(0.0, (p1[n] - p0[n] - vcpu_ns) / (wall * 1e9))
-    return per_thread, other, idle
+    return per_thread, other, idle, (uneven, stacked)
 
 
 def summarise(spec, per_thread):
@@ -128,6 +192,7 @@ def run_mix(mix, reps, seconds, settle):
         daemon.start(vcpu_cgroup=MODES[0], quiet=True)
         for n, v, w in spec:
             names.append(guest.create(n, vcpus=v, workload=w))
+        busy = {guest.lab_name(n) for n, v, w in spec if w != "idle"}
         current = MODES[0]
         for r in range(reps):
             order = MODES if r % 2 == 0 else tuple(reversed(MODES))
@@ -137,8 +202,9 @@ def run_mix(mix, reps, seconds, settle):
                     daemon.start(vcpu_cgroup=mode, quiet=True)
                     current = mode
                 time.sleep(settle)
-                per_thread, other, idle = window(names, seconds)
+                per_thread, other, idle, (uneven, stacked) = window(names, seconds, busy)
                 rep[mode] = {"threads": per_thread, "other_threads": other, "host_idle": idle,
+                             "uneven": uneven, "stacked": stacked,
                              **summarise([(guest.lab_name(n), v, w) for n, v, w in spec],
                                          per_thread)}
             out["reps"].append(rep)
@@ -154,21 +220,27 @@ def run_mix(mix, reps, seconds, settle):
         out["median"][mode] = {
             "threads": {k: {f: statistics.median(r["threads"][k][f] for r in rm)
                             for f in ("share", "steal", "idle_steal", "vol_per_s",
-                                      "invol_per_s")} for k in keys},
+                                      "invol_per_s", "migrations_per_s")} for k in keys},
             "other_threads": {n: statistics.median(r["other_threads"][n] for r in rm)
                               for n in rm[0]["other_threads"]},
             **{f: benchsched._median(r[f] for r in rm)
-               for f in ("ratio", "jain", "steal", "idle_steal", "util", "host_idle")},
+               for f in ("ratio", "jain", "steal", "idle_steal", "util", "host_idle",
+                         "uneven", "stacked")},
         }
         out["median"][mode]["cgroups"] = sorted({r["threads"][k]["cgroup"]
                                                  for r in rm for k in keys})
     return out
 
 
+def _pct(x):
+    return "n/a" if x is None else f"{x * 100:.0f} %"
+
+
 def markdown(results):
     lines = ["| mix | mode | large/small per-vCPU ratio | ratio range | Jain (busy vCPUs) "
-             "| total steal (vCPUs) | idle steal (vCPUs) | host idle |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| total steal (vCPUs) | idle steal (vCPUs) | host idle | uneven split "
+             "| large guest's vCPUs on one CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for mix in results["mixes"]:
         for mode in MODES:
             m = mix["median"][mode]
@@ -177,21 +249,24 @@ def markdown(results):
             lines.append(f"| {mix['mix']} | {mode} | {benchsched.fmt(m['ratio'])} | {rng} "
                          f"| {m['jain']:.3f} "
                          f"| {m['steal']:.2f} | {m['idle_steal']:.3f} "
-                         f"| {m['host_idle'] * 100:.1f} % |")
+                         f"| {m['host_idle'] * 100:.1f} % | {_pct(m.get('uneven'))} "
+                         f"| {_pct(m.get('stacked'))} |")
     lines.append("")
     for mix in results["mixes"]:
         lines.append(f"**{mix['mix']}** ({mix['description']}): medians per vCPU thread: "
-                     "CPU share % (steal %), voluntary context switches per second")
+                     "CPU share % (steal %), voluntary context switches and migrations "
+                     "between host CPUs per second")
         lines.append("")
-        lines.append("| vCPU | per-domain share (steal) | vol. cs/s | per-host share (steal) "
-                     "| vol. cs/s |")
-        lines.append("|---|---|---|---|---|")
+        lines.append("| vCPU | per-domain share (steal) | vol. cs/s | migr./s "
+                     "| per-host share (steal) | vol. cs/s | migr./s |")
+        lines.append("|---|---|---|---|---|---|---|")
         a, b = mix["median"]["per-domain"], mix["median"]["per-host"]
         for k in a["threads"]:
             x, y = a["threads"][k], b["threads"][k]
             lines.append(f"| {k} | {x['share'] * 100:.1f} ({x['steal'] * 100:.1f}) "
-                         f"| {x['vol_per_s']:.0f} | {y['share'] * 100:.1f} "
-                         f"({y['steal'] * 100:.1f}) | {y['vol_per_s']:.0f} |")
+                         f"| {x['vol_per_s']:.0f} | {x.get('migrations_per_s', 0):.1f} "
+                         f"| {y['share'] * 100:.1f} ({y['steal'] * 100:.1f}) "
+                         f"| {y['vol_per_s']:.0f} | {y.get('migrations_per_s', 0):.1f} |")
         lines.append("")
         lines.append("Other QEMU threads (main loop, RCU, I/O), % of one CPU: "
                      + ", ".join(f"{n} {a['other_threads'][n] * 100:.1f} / "
