@@ -16,10 +16,19 @@ the figures:
   reset   the same with vcpu_quota=-1: per-host moves them back
 Every round measures every (daemon, domains) block, in rotating order; the
 tables give medians over all rounds and repetitions.
+
+A move between cgroups has a floor the daemon cannot avoid: writing a
+thread into a v1 'tasks' file takes the kernel's cgroup_threadgroup_rwsem
+for writing, which waits for an RCU grace period unless another move
+happened just before.  'attach' measures that floor without libvirt: a
+sleeping process of our own moved between two groups of our own
+(unsteal-bench-attach/a and /b in the cpu hierarchy), 0.5 s apart and
+back to back.
 """
 
 import os
 import statistics
+import subprocess
 import time
 
 from .common import BUILD, LabError, require_root, step
@@ -72,6 +81,43 @@ def _block(lv, variant, setting, running, reps):
         daemon.select(None)
 
 
+ATTACH_GROUP = "unsteal-bench-attach"
+
+
+def attach_floor(reps=15):
+    """Median ms of one tasks-file write, isolated (0.5 s apart) and back to back."""
+    root = os.path.join(benchsched.cpu_mount(), ATTACH_GROUP)
+    made = []
+    proc = None
+    try:
+        for d in (root, os.path.join(root, "a"), os.path.join(root, "b")):
+            os.mkdir(d)
+            made.append(d)
+        proc = subprocess.Popen(["sleep", "600"])
+        out = {}
+        for key, gap in (("isolated", 0.5), ("back to back", 0.0)):
+            xs = []
+            for i in range(reps):
+                time.sleep(gap)
+                t0 = time.perf_counter()
+                with open(os.path.join(root, "ab"[i % 2], "tasks"), "w") as fh:
+                    fh.write(str(proc.pid))
+                xs.append(time.perf_counter() - t0)
+            out[key] = statistics.median(xs)
+        return out
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        for d in reversed(made):
+            for _ in range(50):
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
 def markdown(results):
     lines = ["| operation | running domains | " + " | ".join(v for v, _ in VARIANTS)
              + " | per-host / stock | per-domain / stock |",
@@ -83,6 +129,11 @@ def markdown(results):
                                                          for v, _ in VARIANTS)
                          + f" | {med['patched per-host'] / med['stock']:.3f} "
                          f"| {med['patched per-domain'] / med['stock']:.3f} |")
+    if results.get("attach"):
+        a = results["attach"]
+        lines += ["", "Kernel floor of one cgroup move (a thread written into a v1 tasks "
+                  f"file, median): isolated {a['isolated'] * 1000:.2f} ms, back to back "
+                  f"{a['back to back'] * 1000:.2f} ms."]
     return "\n".join(lines)
 
 
@@ -116,8 +167,10 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
             got = _block(lv, v, s, n, reps)
             for op in got:
                 raw[f"{v}|{n}"][op].extend(got[op])
+    step("bench control: kernel floor of a cgroup move (tasks-file writes)")
+    attach = attach_floor()
     results = {"command": command, "machine": machine, "reps": reps,
-               "rounds": rounds, "raw": raw,
+               "rounds": rounds, "raw": raw, "attach": attach,
                "median": {k: {op: statistics.median(xs) for op, xs in ops.items()}
                           for k, ops in raw.items()}}
     from .bench import publish
