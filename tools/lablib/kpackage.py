@@ -236,6 +236,12 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
         root.run(f"apt-get update -q && apt-get install -y -q devscripts quilt && "
                  f"cd /build && apt-get build-dep -y -q -P {PROFILES} ./src",
                  log=os.path.join(logs, f"package-{tag}-deps.log"))
+        # test-patches expects the tree dpkg-source -x leaves: Debian's own
+        # series applied with quilt (debian/rules source checks for .pc).
+        step("kernel package: applying Debian's patch series (quilt push -a)")
+        root.run("cd /build/src && QUILT_PATCHES=debian/patches QUILT_PC=.pc "
+                 "quilt --quiltrc - push -a -q",
+                 user="builder", log=os.path.join(logs, f"package-{tag}-quilt.log"))
         log = os.path.join(logs, f"package-{tag}-build.log")
         step(f"kernel package: debian/bin/test-patches -f {flavour} -j {jobs} "
              f"({len(patches)} patches); log: {os.path.relpath(log, BUILD)}")
