@@ -3,7 +3,10 @@
 
 It prints each vCPU's CPU share and steal with libvirt's stock per-domain
 cgroups and, when the patched libvirt knows vcpu_cgroup, with the per-host
-vCPU cgroup, side by side.
+vCPU cgroup, side by side.  The guests boot no OS and spin on every vCPU
+with interrupts off (guest workload 'spin'), so their vCPU threads are pure
+CPU hogs: Linux TCG guests hand QEMU's big lock between their vCPU threads,
+which the host then stacks on one CPU (docs/performance.md, section 2).
 """
 
 import statistics
@@ -28,7 +31,7 @@ def measure_mode(label, setting, seconds, rounds=3):
     """Boot the three guests with vcpu_cgroup = setting and measure them."""
     daemon.start(vcpu_cgroup=setting, quiet=True)
     for name, n in GUESTS:
-        guest.create(name, vcpus=n, workload="busy")
+        guest.create(name, vcpus=n, workload="spin")
     threads, placement = {}, {}
     for name, _ in GUESTS:
         pid = guest.qemu_pid(name)
@@ -93,10 +96,9 @@ def run_demo(seconds=20):
     import os
     if os.geteuid() == 0:
         sources.setup()
-    from . import kernel, libvirt
+    from . import libvirt
     libvirt.build()
-    kernel.image(patched=True)
-    guest.build_initramfs()
+    guest.spin_image()
     if series_has_vcpu_cgroup():
         modes = {"per-domain": "per-domain", "per-host": "per-host"}
     else:
@@ -113,7 +115,8 @@ def run_demo(seconds=20):
     if not results:
         raise LabError("demo measured nothing")
     print()
-    print(f"Three busy TCG guests (2, 1, 1 vCPUs) on {os.cpu_count()} host CPUs; median of 3 "
+    print(f"Three TCG guests (2, 1, 1 vCPUs) spinning on every vCPU, no OS, on "
+          f"{os.cpu_count()} host CPUs; median of 3 "
           f"windows of {max(1, seconds // 3)}s; share and steal per vCPU thread from "
           f"/proc/PID/task/TID/schedstat")
     print_table(results)
