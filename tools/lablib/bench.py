@@ -52,6 +52,8 @@ def publish(name, results, outdir, markdown, plot):
 def command(args):
     argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     what = ["sched", "guests", "control"] if args.what == "all" else [args.what]
+    if args.replot and "wakers" in what:
+        raise LabError("bench wakers has no plots to redraw")
     if args.replot:
         for w in what:
             replot(w, args.out)
@@ -67,6 +69,13 @@ def command(args):
             kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
                   if v is not None}
             benchguests.run_bench(mixes=args.mix, outdir=args.out, command=argv, **kw)
+        elif w == "wakers":
+            from . import benchguests
+            if args.mix and len(args.mix) > 1:
+                raise LabError("bench wakers traces one mix at a time")
+            kw = {k: v for k, v in (("mix", (args.mix or [None])[0]),
+                                    ("seconds", args.seconds)) if v is not None}
+            benchguests.run_wakers(outdir=args.out, command=argv, **kw)
         elif w == "control":
             from . import benchcontrol
             kw = {"reps": args.reps} if args.reps is not None else {}

@@ -19,11 +19,13 @@ what makes TCG vCPU threads differ from pure CPU hogs:
     or the large guest's vCPUs stacked on one CPU, defeats any weights.
 """
 
+import json
 import os
+import re
 import statistics
 import time
 
-from .common import BUILD, require_root, step
+from .common import BUILD, mkdirs, require_root, run, step
 from . import benchsched, daemon, guest, measure
 
 # name -> (description, [(guest, vcpus, workload)]).  'spin' guests boot no
@@ -296,3 +298,111 @@ def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=Non
     for m in mixes:
         results["mixes"].append(run_mix(m, reps, seconds, settle))
     return publish("guests", results, outdir, markdown, plot)
+
+
+# --- who wakes the vCPU threads: tools/lab bench wakers -------------------
+
+TRACE_EVENTS = ("sched:sched_waking", "sched:sched_migrate_task")
+_PERF_LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<tid>\d+)\s+\[\d+\]\s+[\d.]+:\s+"
+                        r"(?P<event>[\w:]+):\s+(?P<args>.*)$")
+
+
+def _thread_names(names):
+    """{tid: 'guest:thread name'} for every thread of the guests' QEMU processes."""
+    out = {}
+    for n in names:
+        pid = guest.qemu_pid(n)
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            except OSError:
+                continue
+            out[int(tid)] = f"{n}:{comm}"
+    return out
+
+
+def _trace(names, seconds, datafile):
+    """perf-record the scheduler's wake-ups and migrations for `seconds`;
+    count, per vCPU thread, its wake-ups by waking thread and its migrations."""
+    tids = _thread_names(names)
+    run(["perf", "record", "-q", "-a", "-o", datafile]
+        + [a for e in TRACE_EVENTS for a in ("-e", e)] + ["--", "sleep", str(seconds)],
+        quiet=True)
+    p = run(["perf", "script", "-i", datafile, "-F", "comm,tid,cpu,time,event,trace"],
+            quiet=True, capture=True)
+    wakes, migr = {}, {}
+    for line in p.stdout.splitlines():
+        m = _PERF_LINE.match(line)
+        if not m:
+            continue
+        target = re.search(r"\bpid=(\d+)", m.group("args"))
+        target = int(target.group(1)) if target else None
+        if target not in tids or "/TCG" not in tids[target]:
+            continue
+        wakee = tids[target]
+        if m.group("event").endswith("sched_waking"):
+            waker = tids.get(int(m.group("tid")), f"other:{m.group('comm')}")
+            if waker.split(":")[0] == wakee.split(":")[0]:
+                waker = "own QEMU: " + waker.split(":", 1)[1]
+            wakes.setdefault(wakee, {}).setdefault(waker, 0)
+            wakes[wakee][waker] += 1
+        else:
+            migr[wakee] = migr.get(wakee, 0) + 1
+    return {"seconds": seconds, "wakeups": wakes, "migrations": migr}
+
+
+def wakers_markdown(results):
+    lines = ["| mode | vCPU thread | wake-ups | woken by (count) | migrations |",
+             "|---|---|---|---|---|"]
+    for mode, r in results["modes"].items():
+        keys = sorted(set(r["wakeups"]) | set(r["migrations"]))
+        for k in keys:
+            by = r["wakeups"].get(k, {})
+            lines.append(f"| {mode} | {k} | {sum(by.values())} | "
+                         + ", ".join(f"{w} ({c})" for w, c in
+                                     sorted(by.items(), key=lambda x: -x[1]))
+                         + f" | {r['migrations'].get(k, 0)} |")
+    return "\n".join(lines)
+
+
+def run_wakers(mix="2-1-1-linux", seconds=15, settle=5, outdir=None, command=None):
+    """Trace who wakes the vCPU threads of a mix, once per mode."""
+    require_root("bench wakers")
+    from . import sources
+    from .bench import check_args, prepare_lab
+    mix = check_args([mix], MIXES, 1, seconds)[0]
+    prepare_lab("wakers")
+    sources.ensure_group("tracing", ["linux-perf"], quiet_present=True)
+    outdir = outdir or os.path.join(BUILD, "bench", "wakers")
+    mkdirs(outdir)
+    spec = MIXES[mix][1]
+    results = {"command": command, "machine": benchsched.machine_info(), "mix": mix,
+               "modes": {}}
+    daemon.stop()
+    names = []
+    try:
+        daemon.start(vcpu_cgroup=MODES[0], quiet=True)
+        for n, v, w in spec:
+            names.append(guest.create(n, vcpus=v, workload=w))
+        for mode in MODES:
+            daemon.start(vcpu_cgroup=mode, quiet=True)
+            time.sleep(settle)
+            step(f"bench wakers: {mix}: {mode}: tracing wake-ups for {seconds} s")
+            results["modes"][mode] = _trace(names, seconds,
+                                            os.path.join(outdir, f"perf-{mode}.data"))
+    finally:
+        daemon.stop()
+    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
+    with open(os.path.join(outdir, "wakers.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    md = wakers_markdown(results)
+    with open(os.path.join(outdir, "wakers.md"), "w") as fh:
+        fh.write(md + "\n")
+    for mode in MODES:
+        try:
+            os.unlink(os.path.join(outdir, f"perf-{mode}.data"))
+        except OSError:
+            pass
+    print(md)
+    print(f"\nresults in {outdir}: wakers.json, wakers.md")
+    return results
