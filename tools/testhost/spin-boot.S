@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Boot sector of the "busy" guests inside the test host (tools/lab testhost):
+ * Boot sector of the "busy" guests inside the test host (tools/lab testhost)
+ * and of the "spin" guests on the host (tools/lab guest --workload spin):
  * no guest OS, every vCPU spins.  SeaBIOS loads it at 0x7c00 on the boot
  * processor, which puts a "jmp ." at 0x8000, wakes the application
  * processors there with INIT + SIPI (vector 0x08) through the local APIC,
- * and spins itself.  Built in the test host's build root:
+ * and spins itself.  Built in the test host's build root, and on the host
+ * by tools/lablib/guest.py, with:
  *   as --32 -o spin-boot.o spin-boot.S
  *   ld -m elf_i386 -Ttext 0x7c00 --oformat binary -o spin-boot.img spin-boot.o
  */
