@@ -59,8 +59,11 @@ def main(t):
     res = measure.sample({i: (spid, tid) for i, tid in stids.items()}, 2)
     for idx, (share, steal) in res.items():
         vol = voluntary_switches(spid, stids[idx]) - vol0[idx]
-        t.ok(share + steal > 0.9 and vol <= 4,
-             f"spin vCPU {idx} is a pure CPU hog: always runnable, never blocks",
+        # It may wait for QEMU's big lock now and then (a few times a second
+        # on a loaded host); the vCPUs of an SMP Linux guest block 20-70
+        # times a second, a firmware that halts blocks far more often.
+        t.ok(share + steal > 0.9 and vol <= 30,
+             f"spin vCPU {idx} is a CPU hog: always runnable, rarely blocks",
              f"share {share:.2f} steal {steal:.2f}, {vol} voluntary switches in 2 s")
     dom_groups = [os.path.join(m, dom.lstrip("/")) for m, _ in daemon.cgroup_mounts()]
     t.ok(any(os.path.isdir(g) for g in dom_groups), "the domain's cgroups exist while it runs")
