@@ -24,14 +24,6 @@ def top_level_groups():
     return out
 
 
-def voluntary_switches(pid, tid):
-    with open(f"/proc/{pid}/task/{tid}/status") as fh:
-        for line in fh:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    return 0
-
-
 def main(t):
     daemon.stop()
     before = top_level_groups()
@@ -55,10 +47,10 @@ def main(t):
     spid = guest.qemu_pid(spin)
     stids = guest.vcpu_tids(spin)
     t.eq(sorted(stids), [0, 1], "a spin guest (no OS) runs one thread per vCPU")
-    vol0 = {i: voluntary_switches(spid, tid) for i, tid in stids.items()}
+    vol0 = {i: measure.ctxt_switches(spid, tid)[0] for i, tid in stids.items()}
     res = measure.sample({i: (spid, tid) for i, tid in stids.items()}, 2)
     for idx, (share, steal) in res.items():
-        vol = voluntary_switches(spid, stids[idx]) - vol0[idx]
+        vol = measure.ctxt_switches(spid, stids[idx])[0] - vol0[idx]
         # It may wait for QEMU's big lock now and then (a few times a second
         # on a loaded host); the vCPUs of an SMP Linux guest block 20-70
         # times a second, a firmware that halts blocks far more often.

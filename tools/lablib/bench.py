@@ -34,8 +34,8 @@ def prepare_lab(what, stock=False):
         raise LabError(f"bench {what} needs the patched libvirt (vcpu_cgroup in qemu.conf)")
 
 
-def publish(name, results, outdir, markdown, plot):
-    """Write NAME.json, NAME.md and the plots into outdir; print the table."""
+def publish(name, results, outdir, markdown, plot=None):
+    """Write NAME.json, NAME.md and the plots (if any) into outdir; print the table."""
     results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
     mkdirs(outdir)
     with open(os.path.join(outdir, f"{name}.json"), "w") as fh:
@@ -43,9 +43,10 @@ def publish(name, results, outdir, markdown, plot):
     md = markdown(results)
     with open(os.path.join(outdir, f"{name}.md"), "w") as fh:
         fh.write(md + "\n")
-    plot(results, outdir)
+    if plot:
+        plot(results, outdir)
     print(md)
-    print(f"\nresults in {outdir}: {name}.json, {name}.md and the plots")
+    print(f"\nresults in {outdir}: {name}.json, {name}.md" + (" and the plots" if plot else ""))
     return results
 
 

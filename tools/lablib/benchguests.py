@@ -19,7 +19,7 @@ what makes TCG vCPU threads differ from pure CPU hogs:
     or the large guest's vCPUs stacked on one CPU, defeats any weights.
 """
 
-import json
+import contextlib
 import os
 import re
 import statistics
@@ -46,20 +46,6 @@ MIXES = {
                      ("bg-small2", 1, "busy")]),
 }
 MODES = ("per-domain", "per-host")
-
-
-def _ctxt(pid, tid):
-    vol = invol = 0
-    try:
-        with open(f"/proc/{pid}/task/{tid}/status") as fh:
-            for line in fh:
-                if line.startswith("voluntary_ctxt_switches:"):
-                    vol = int(line.split()[1])
-                elif line.startswith("nonvoluntary_ctxt_switches:"):
-                    invol = int(line.split()[1])
-    except OSError:
-        pass
-    return vol, invol
 
 
 def _proc_cpu_ns(pid):
@@ -120,37 +106,33 @@ def _sample_placement(threads, large, seconds, hz=20):
     return (uneven / n, stacked / n) if n else (0.0, 0.0)
 
 
-def window(names, seconds, busy=None):
+def window(names, seconds, busy=None, large=None):
+    """Measure one window.  busy: the guests whose vCPU threads are sampled
+    for placement (all by default); large: the guest whose vCPUs should not
+    share a CPU (none by default)."""
     threads = {}
     for n in names:
         pid = guest.qemu_pid(n)
         for i, tid in guest.vcpu_tids(n).items():
             threads[(n, i)] = (pid, tid)
     pids = {n: guest.qemu_pid(n) for n in names}
-    c0 = {k: _ctxt(*v) for k, v in threads.items()}
+    c0 = {k: measure.ctxt_switches(*v) for k, v in threads.items()}
     p0 = {n: _proc_cpu_ns(p) for n, p in pids.items()}
-    v0 = {k: measure.schedstat(*v)[0] for k, v in threads.items()}
     m0 = {k: _migrations(*v) for k, v in threads.items()}
     s0 = {k: measure.schedstat(*v) for k, v in threads.items()}
     i0, t0 = benchsched.cpu_times()
     w0 = time.monotonic()
-    busy_threads = [v for k, v in threads.items() if busy is None or k[0] in busy]
-    nv = {}
-    for k in threads:
-        if busy is None or k[0] in busy:
-            nv[k[0]] = nv.get(k[0], 0) + 1
-    big = max(nv, key=nv.get) if nv else None
-    large = [v for k, v in threads.items() if k[0] == big] if big and nv[big] > 1 else []
-    uneven, stacked = _sample_placement(busy_threads, large, seconds)
+    uneven, stacked = _sample_placement(
+        [v for k, v in threads.items() if busy is None or k[0] in busy],
+        [v for k, v in threads.items() if k[0] == large], seconds)
     wall = time.monotonic() - w0
     s1 = {k: measure.schedstat(*v) for k, v in threads.items()}
     m1 = {k: _migrations(*v) for k, v in threads.items()}
     res = {k: ((s1[k][0] - s0[k][0]) / (wall * 1e9), (s1[k][1] - s0[k][1]) / (wall * 1e9))
            for k in threads}
     i1, t1 = benchsched.cpu_times()
-    c1 = {k: _ctxt(*v) for k, v in threads.items()}
+    c1 = {k: measure.ctxt_switches(*v) for k, v in threads.items()}
     p1 = {n: _proc_cpu_ns(p) for n, p in pids.items()}
-    v1 = {k: measure.schedstat(*v)[0] for k, v in threads.items()}
     idle = (i1 - i0) / (t1 - t0) if t1 > t0 else 0.0
     per_thread = {}
     for k, (share, steal) in res.items():
@@ -163,7 +145,7 @@ def window(names, seconds, busy=None):
         }
     other = {}
     for n in names:
-        vcpu_ns = sum(v1[k] - v0[k] for k in threads if k[0] == n)
+        vcpu_ns = sum(s1[k][0] - s0[k][0] for k in threads if k[0] == n)
         other[n] = max(0.0, (p1[n] - p0[n] - vcpu_ns) / (wall * 1e9))
     return per_thread, other, idle, (uneven, stacked)
 
@@ -184,17 +166,26 @@ def summarise(spec, per_thread):
             "util": sum(x["share"] for x in per_thread.values())}
 
 
+@contextlib.contextmanager
+def _mix_guests(spec):
+    """A fresh lab daemon in the first mode with the guests of a mix; the
+    lab is stopped afterwards.  Yields the guests' domain names."""
+    daemon.stop()
+    try:
+        daemon.start(vcpu_cgroup=MODES[0], quiet=True)
+        yield [guest.create(n, vcpus=v, workload=w) for n, v, w in spec]
+    finally:
+        daemon.stop()
+
+
 def run_mix(mix, reps, seconds, settle):
     desc, spec = MIXES[mix]
     out = {"mix": mix, "description": desc,
            "guests": [{"name": n, "vcpus": v, "workload": w} for n, v, w in spec], "reps": []}
-    daemon.stop()
-    names = []
-    try:
-        daemon.start(vcpu_cgroup=MODES[0], quiet=True)
-        for n, v, w in spec:
-            names.append(guest.create(n, vcpus=v, workload=w))
-        busy = {guest.lab_name(n) for n, v, w in spec if w != "idle"}
+    busy = {guest.lab_name(n): v for n, v, w in spec if w != "idle"}
+    large = max(busy, key=busy.get)
+    large = large if busy[large] > 1 else None
+    with _mix_guests(spec) as names:
         current = MODES[0]
         for r in range(reps):
             order = MODES if r % 2 == 0 else tuple(reversed(MODES))
@@ -204,7 +195,8 @@ def run_mix(mix, reps, seconds, settle):
                     daemon.start(vcpu_cgroup=mode, quiet=True)
                     current = mode
                 time.sleep(settle)
-                per_thread, other, idle, (uneven, stacked) = window(names, seconds, busy)
+                per_thread, other, idle, (uneven, stacked) = window(names, seconds, busy,
+                                                                    large)
                 rep[mode] = {"threads": per_thread, "other_threads": other, "host_idle": idle,
                              "uneven": uneven, "stacked": stacked,
                              **summarise([(guest.lab_name(n), v, w) for n, v, w in spec],
@@ -213,8 +205,6 @@ def run_mix(mix, reps, seconds, settle):
             step(f"bench guests: {mix}: repetition {r + 1}/{reps}: ratio per-domain "
                  f"{benchsched.fmt(rep['per-domain']['ratio'])} "
                  f"per-host {benchsched.fmt(rep['per-host']['ratio'])}")
-    finally:
-        daemon.stop()
     out["median"] = {}
     for mode in MODES:
         rm = [rep[mode] for rep in out["reps"]]
@@ -378,31 +368,16 @@ def run_wakers(mix="2-1-1-linux", seconds=15, settle=5, outdir=None, command=Non
     spec = MIXES[mix][1]
     results = {"command": command, "machine": benchsched.machine_info(), "mix": mix,
                "modes": {}}
-    daemon.stop()
-    names = []
-    try:
-        daemon.start(vcpu_cgroup=MODES[0], quiet=True)
-        for n, v, w in spec:
-            names.append(guest.create(n, vcpus=v, workload=w))
+    with _mix_guests(spec) as names:
         for mode in MODES:
             daemon.start(vcpu_cgroup=mode, quiet=True)
             time.sleep(settle)
             step(f"bench wakers: {mix}: {mode}: tracing wake-ups for {seconds} s")
-            results["modes"][mode] = _trace(names, seconds,
-                                            os.path.join(outdir, f"perf-{mode}.data"))
-    finally:
-        daemon.stop()
-    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
-    with open(os.path.join(outdir, "wakers.json"), "w") as fh:
-        json.dump(results, fh, indent=1)
-    md = wakers_markdown(results)
-    with open(os.path.join(outdir, "wakers.md"), "w") as fh:
-        fh.write(md + "\n")
-    for mode in MODES:
-        try:
-            os.unlink(os.path.join(outdir, f"perf-{mode}.data"))
-        except OSError:
-            pass
-    print(md)
-    print(f"\nresults in {outdir}: wakers.json, wakers.md")
-    return results
+            data = os.path.join(outdir, f"perf-{mode}.data")
+            try:
+                results["modes"][mode] = _trace(names, seconds, data)
+            finally:
+                if os.path.exists(data):
+                    os.unlink(data)
+    from .bench import publish
+    return publish("wakers", results, outdir, wakers_markdown)

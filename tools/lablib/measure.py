@@ -16,6 +16,21 @@ def schedstat(pid, tid):
     return int(run_ns), int(wait_ns)
 
 
+def ctxt_switches(pid, tid):
+    """(voluntary, involuntary) context switches of a thread so far."""
+    vol = invol = 0
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as fh:
+            for line in fh:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol = int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    invol = int(line.split()[1])
+    except OSError:
+        pass
+    return vol, invol
+
+
 def cpu_cgroup(pid, tid):
     """The thread's cgroup in the cpu controller's hierarchy (v1) or the v2 path."""
     v2 = None
