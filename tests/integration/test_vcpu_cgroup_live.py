@@ -22,7 +22,7 @@ def main(t):
     cases = [
         ("vcpu_quota=50000", "vcpu_quota=-1", "vcpu0", "cpu.cfs_quota_us", "50000"),
         ("vcpu_period=50000", "vcpu_period=100000", "vcpu0", "cpu.cfs_period_us", "50000"),
-        ("cpu_shares=2048", "cpu_shares=1024", "", "cpu.shares", "2048"),
+        ("cpu_shares=2048", f"cpu_shares={vcpucg.DEFAULT_SHARES}", "", "cpu.shares", "2048"),
         ("global_quota=150000", "global_quota=-1", "", "cpu.cfs_quota_us", "150000"),
     ]
     for diverge, reset, sub, knob, want in cases:
@@ -30,6 +30,7 @@ def main(t):
         t.ok(p.returncode == 0, f"schedinfo --live --set {diverge} succeeds", p.stderr)
         t.ok(vcpucg.all_own(a), f"{diverge}: vCPUs moved into their own groups",
              vcpucg.placement_report(a))
+        dom = vcpucg.domain_group(a)
         path = f"{labtest.domain_sub(dom)}/{sub}" if sub else dom
         t.eq(labtest.cgroup_value("cpu", path, knob), want,
              f"{diverge}: {path}/{knob} holds the requested value")
@@ -42,10 +43,18 @@ def main(t):
 
     p = vcpucg.schedinfo(a, "emulator_quota=50000")
     t.ok(p.returncode == 0, "emulator_quota can be set", p.stderr)
-    t.ok(vcpucg.all_shared(a), "emulator tunables do not move vCPUs")
+    if vcpucg.V2:
+        # No cpu controller below the shared partition: the domain moves out.
+        t.ok(vcpucg.all_own(a), "cgroup v2: emulator tunables move the domain out",
+             vcpucg.placement_report(a))
+    else:
+        t.ok(vcpucg.all_shared(a), "emulator tunables do not move vCPUs")
+    dom = vcpucg.domain_group(a)
     t.eq(labtest.cgroup_value("cpu", vcpucg.emulator_path(dom), "cpu.cfs_quota_us"), "50000",
          "the emulator group holds its quota")
     vcpucg.schedinfo(a, "emulator_quota=-1")
+    t.ok(vcpucg.all_shared(a), "emulator_quota=-1: back in the shared group",
+         vcpucg.placement_report(a))
 
     p = vcpucg.schedinfo(a, "vcpu_quota=500", live=True)
     t.ok(p.returncode != 0, "an out-of-range quota is refused", p.stdout)
@@ -59,11 +68,11 @@ def main(t):
     guest.wait_console(a, "unsteal-guest: ready")
     t.ok(vcpucg.all_own(a), "--config shares=4096: own groups at the next start",
          vcpucg.placement_report(a))
-    vcpucg.schedinfo(a, "cpu_shares=1024", live=False, config=True)
+    vcpucg.schedinfo(a, f"cpu_shares={vcpucg.DEFAULT_SHARES}", live=False, config=True)
     daemon.virsh(["destroy", a], capture=True)
     daemon.virsh(["start", a], capture=True)
     guest.wait_console(a, "unsteal-guest: ready")
-    t.ok(vcpucg.all_shared(a), "--config shares back at 1024: shared at the next start",
+    t.ok(vcpucg.all_shared(a), "--config shares back at the default: shared at the next start",
          vcpucg.placement_report(a))
 
 

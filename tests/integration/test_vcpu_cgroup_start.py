@@ -43,7 +43,7 @@ def main(t):
     b = guest.create("vc-b", vcpus=1, workload="idle", cputune={"shares": "2048"})
     t.ok(vcpucg.all_shared(a), "default tunables: vCPUs start in the shared group",
          vcpucg.placement_report(a))
-    shared_tasks = labtest.cgroup_tasks("cpu", vcpucg.SHARED)
+    shared_tasks = vcpucg.shared_threads()
     t.ok(set(guest.vcpu_tids(a).values()) <= shared_tasks,
          "the shared group's tasks file lists the vCPU threads")
     pid = guest.qemu_pid(a)

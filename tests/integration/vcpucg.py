@@ -13,15 +13,57 @@ from labtest import daemon, guest
 
 SHARED = "/machine/vcpus.partition"
 
+# On cgroup v2 the shared group is a partition that holds whole domain
+# groups and does not enable cpu for them (docs/vcpu-cgroup-v2.md); the
+# default cpu.weight is 100 where v1's cpu.shares is 1024.
+V2 = labtest.is_v2("cpu")
+DEFAULT_SHARES = "100" if V2 else "1024"
+
 
 def domain_group(name):
-    """The domain's own group in the cpu hierarchy (NAME or qemu-ID-NAME)."""
+    """The domain's own group in the cpu hierarchy (NAME or qemu-ID-NAME).
+
+    On cgroup v2 the group the QEMU process is in now: below /machine or
+    below the shared partition (a move may leave the other one behind)."""
+    if V2:
+        try:
+            pid = guest.qemu_pid(name)
+        except Exception:
+            pid = None
+        if pid:
+            path = labtest.thread_cgroup(pid, pid, "cpu")
+            if path:
+                for tail in ("/emulator", "/libvirt"):
+                    if path.endswith(tail):
+                        path = path[:-len(tail)]
+                return path
     cpu = labtest.controller_dir("cpu")
     for cand in glob.glob(f"{cpu}/machine/*{glob.escape(name)}.libvirt-qemu"):
         base = os.path.basename(cand)
         if base == f"{name}.libvirt-qemu" or base.endswith(f"-{name}.libvirt-qemu"):
             return "/machine/" + base
     return None
+
+
+def shared_partition_enables_cpu():
+    """cgroup v2: whether the shared partition enables cpu for its children
+    (it must not: then all its domains are one scheduling entity)."""
+    path = os.path.join(labtest.controller_dir("cpu"), SHARED.lstrip("/"),
+                        "cgroup.subtree_control")
+    with open(path) as fh:
+        return "cpu" in fh.read().split()
+
+
+def shared_threads():
+    """Threads scheduled in the shared group: its tasks on v1, every thread
+    in its subtree on v2."""
+    if not V2:
+        return labtest.cgroup_tasks("cpu", SHARED)
+    top = os.path.join(labtest.controller_dir("cpu"), SHARED.lstrip("/"))
+    out = set()
+    for d, _, _ in os.walk(top):
+        out |= labtest.cgroup_tasks("cpu", "/" + os.path.relpath(d, labtest.controller_dir("cpu")))
+    return out
 
 
 def vcpu_path(dom, i, controller="cpu"):
@@ -42,12 +84,19 @@ def vcpu_groups(name, controller="cpu"):
 
 def all_shared(name):
     g = vcpu_groups(name)
-    return bool(g) and all(p == SHARED for p in g.values())
+    if not V2:
+        return bool(g) and all(p == SHARED for p in g.values())
+    dom = domain_group(name)
+    return (bool(g) and dom is not None and os.path.dirname(dom) == SHARED
+            and not shared_partition_enables_cpu()
+            and all(p == vcpu_path(dom, i) for i, p in g.items()))
 
 
 def all_own(name):
     dom = domain_group(name)
     g = vcpu_groups(name)
+    if V2 and (dom is None or os.path.dirname(dom) == SHARED):
+        return False
     return bool(g) and dom is not None and all(p == vcpu_path(dom, i) for i, p in g.items())
 
 
