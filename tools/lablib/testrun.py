@@ -10,8 +10,9 @@ tests); the builds; libvirt's own test suite and syntax-check on the patched
 tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
 and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
-the lab daemon); the kernel selftests in QEMU once the kernel series has
-patches.
+the lab daemon); the libvirt integration tests again inside the test host,
+on each row of the host matrix (tools/lablib/testhost.py); the kernel
+selftests in QEMU once the kernel series has patches.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
 against the Debian 12 port instead (the 11.3.0 stack then gets the short
@@ -101,6 +102,16 @@ def run_all(quick=False):
         t.stage(f"{key}: libvirt's own test suite" + ("" if quick else " and syntax-check"),
                 lambda key=key: libvirt.test_suite(syntax_check=not quick, stack=key))
     t.stage("our tests (meson test)", ownsrc.test)
+    # The same libvirt integration tests on the hosts of the matrix: a
+    # Debian 13 host booted under QEMU with cgroup v2 and systemd, v2
+    # without systemd, and v1 with cpu,cpuacct co-mounted (docs/testhost.md).
+    if built and os.geteuid() == 0 and not quick:
+        from . import testhost
+        if t.stage("test host: Debian 13 image with our libvirt", testhost.test_build) \
+                is not None:
+            for v in testhost.VARIANTS:
+                t.stage(f"test host {v}: libvirt integration tests "
+                        f"({', '.join(testhost.TESTS_IN_HOST)})", lambda v=v: testhost.test_row(v))
     if stack.read_series(STACKS["kernel"]):
         try:
             from . import kselftest
