@@ -83,6 +83,25 @@ def controller_dir(controller):
     return os.path.join(CGROOT, controller)
 
 
+def has_controller(controller):
+    """Whether the host has `controller`, in a v1 hierarchy or on v2.
+
+    Debian 13's kernel has no v1 cpuset or memory (CONFIG_CPUSETS_V1,
+    CONFIG_MEMCG_V1 off), so a v1 host booted with it has neither."""
+    with open("/proc/self/mounts") as fh:
+        for line in fh:
+            _, mnt, fstype, opts = line.split()[:4]
+            if fstype == "cgroup" and controller in opts.split(","):
+                return True
+            if fstype == "cgroup2":
+                try:
+                    if controller in open(os.path.join(mnt, "cgroup.controllers")).read().split():
+                        return True
+                except OSError:
+                    pass
+    return False
+
+
 def is_v2(controller):
     return os.path.exists(os.path.join(controller_dir(controller), "cgroup.controllers"))
 

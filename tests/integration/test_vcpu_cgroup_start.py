@@ -55,13 +55,17 @@ def main(t):
          "the diverging domain's group has its shares")
 
     # Isolation: cpuset placement and pinning stay per domain.
-    cs = vcpucg.vcpu_groups(a, "cpuset")
-    t.eq(cs, {i: vcpucg.vcpu_path(vcpucg.domain_group(a), i, "cpuset") for i in cs},
-         "cpuset still places each vCPU in its domain's vcpuN group")
-    daemon.virsh(["vcpupin", a, "1", "0", "--live"], capture=True)
-    vcpu1 = vcpucg.vcpu_path(vcpucg.domain_group(a), 1, "cpuset")
-    t.eq(labtest.cgroup_value("cpuset", vcpu1, "cpuset.cpus"), "0",
-         "live vcpupin pins the vCPU through its own cpuset group")
+    if labtest.has_controller("cpuset"):
+        cs = vcpucg.vcpu_groups(a, "cpuset")
+        t.eq(cs, {i: vcpucg.vcpu_path(vcpucg.domain_group(a), i, "cpuset") for i in cs},
+             "cpuset still places each vCPU in its domain's vcpuN group")
+        daemon.virsh(["vcpupin", a, "1", "0", "--live"], capture=True)
+        vcpu1 = vcpucg.vcpu_path(vcpucg.domain_group(a), 1, "cpuset")
+        t.eq(labtest.cgroup_value("cpuset", vcpu1, "cpuset.cpus"), "0",
+             "live vcpupin pins the vCPU through its own cpuset group")
+    else:
+        t.skip("cpuset placement and pinning", "this host has no cpuset controller")
+        daemon.virsh(["vcpupin", a, "1", "0", "--live"], capture=True)
     t.ok(vcpucg.all_shared(a), "pinning does not move vCPUs out of the shared group")
 
     # Hotplug follows the rule.
@@ -77,13 +81,21 @@ def main(t):
     import time
 
     def sample():
-        # The threads' time at the middle of the (possibly slow) virsh call.
-        before = cpu_time_of_threads(pid)
-        c = int(vcpucg.domstats(a)["cpu.time"])
-        return c, (before + cpu_time_of_threads(pid)) / 2
+        # domstats against the threads' time at the middle of the virsh
+        # call; of three calls the quickest, since a loaded host can stall
+        # one for a good part of the window.
+        best = None
+        for _ in range(3):
+            before, t0 = cpu_time_of_threads(pid), time.monotonic()
+            c = int(vcpucg.domstats(a)["cpu.time"])
+            gap = time.monotonic() - t0
+            mid = (before + cpu_time_of_threads(pid)) / 2
+            if best is None or gap < best[2]:
+                best = (c, mid, gap)
+        return best[:2]
 
     c0, s0 = sample()
-    time.sleep(3)
+    time.sleep(5)
     c1, s1 = sample()
     dc, ds = c1 - c0, s1 - s0
     t.ok(ds > 1e9 and abs(dc - ds) <= 0.1 * ds,
