@@ -65,8 +65,12 @@ def require_lab():
         skip_all("the patched libvirt is not built (tools/lab build libvirt)")
 
 
-def controller_dir(controller):
-    """Mount point of the hierarchy with `controller`: its v1 hierarchy or the v2 one."""
+def _hierarchy(controller):
+    """Mount point of the hierarchy with `controller` (its v1 hierarchy or the
+    v2 one), None if the host has no such controller.
+
+    Debian 13's kernel has no v1 cpuset or memory (CONFIG_CPUSETS_V1,
+    CONFIG_MEMCG_V1 off), so a v1 host booted with it has neither."""
     v2 = None
     with open("/proc/self/mounts") as fh:
         for line in fh:
@@ -80,26 +84,17 @@ def controller_dir(controller):
             return v2
     except OSError:
         pass
-    return os.path.join(CGROOT, controller)
+    return None
+
+
+def controller_dir(controller):
+    """Mount point of the hierarchy with `controller`: its v1 hierarchy or the v2 one."""
+    return _hierarchy(controller) or os.path.join(CGROOT, controller)
 
 
 def has_controller(controller):
-    """Whether the host has `controller`, in a v1 hierarchy or on v2.
-
-    Debian 13's kernel has no v1 cpuset or memory (CONFIG_CPUSETS_V1,
-    CONFIG_MEMCG_V1 off), so a v1 host booted with it has neither."""
-    with open("/proc/self/mounts") as fh:
-        for line in fh:
-            _, mnt, fstype, opts = line.split()[:4]
-            if fstype == "cgroup" and controller in opts.split(","):
-                return True
-            if fstype == "cgroup2":
-                try:
-                    if controller in open(os.path.join(mnt, "cgroup.controllers")).read().split():
-                        return True
-                except OSError:
-                    pass
-    return False
+    """Whether the host has `controller`, in a v1 hierarchy or on v2."""
+    return _hierarchy(controller) is not None
 
 
 def is_v2(controller):

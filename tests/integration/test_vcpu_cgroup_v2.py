@@ -32,8 +32,7 @@ def group_dir(path):
 
 
 def read(path, name):
-    with open(os.path.join(group_dir(path), name)) as fh:
-        return fh.read().strip()
+    return labtest.cgroup_value("memory", path, name)
 
 
 def other_group(dom):
