@@ -16,7 +16,7 @@ def main(t):
     daemon.stop()
     daemon.start(vcpu_cgroup="per-host", quiet=True)
     a = guest.create("vc-live", vcpus=2, workload="idle", persistent=True)
-    dom = vcpucg.domain_group(a)
+    dom = home = vcpucg.domain_group(a)
     t.ok(vcpucg.all_shared(a), "starts in the shared group", vcpucg.placement_report(a))
 
     cases = [
@@ -25,21 +25,34 @@ def main(t):
         ("cpu_shares=2048", f"cpu_shares={vcpucg.DEFAULT_SHARES}", "", "cpu.shares", "2048"),
         ("global_quota=150000", "global_quota=-1", "", "cpu.cfs_quota_us", "150000"),
     ]
+    own = None
     for diverge, reset, sub, knob, want in cases:
-        p = vcpucg.schedinfo(a, diverge)
+        with vcpucg.watch_memory_max(own) as capped:
+            p = vcpucg.schedinfo(a, diverge)
         t.ok(p.returncode == 0, f"schedinfo --live --set {diverge} succeeds", p.stderr)
         t.ok(vcpucg.all_own(a), f"{diverge}: vCPUs moved into their own groups",
              vcpucg.placement_report(a))
-        dom = vcpucg.domain_group(a)
+        dom = own = vcpucg.domain_group(a)
         path = f"{labtest.domain_sub(dom)}/{sub}" if sub else dom
         t.eq(labtest.cgroup_value("cpu", path, knob), want,
              f"{diverge}: {path}/{knob} holds the requested value")
         t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain",
              f"{diverge}: domstats says per-domain")
-        p = vcpucg.schedinfo(a, reset)
+        if vcpucg.V2:
+            t.eq(capped, [], f"{diverge}: the process never ran in {dom} under a limit")
+        with vcpucg.watch_memory_max(home) as capped:
+            p = vcpucg.schedinfo(a, reset)
         t.ok(p.returncode == 0, f"schedinfo --live --set {reset} succeeds", p.stderr)
         t.ok(vcpucg.all_shared(a), f"{reset}: vCPUs back in the shared group",
              vcpucg.placement_report(a))
+        if vcpucg.V2:
+            # Without <hard_limit> no group the domain is in has a memory
+            # limit, also not while it moves into the group an earlier
+            # move left behind capped at what it held.
+            dom = vcpucg.domain_group(a)
+            t.eq(labtest.cgroup_value("memory", dom, "memory.max"), "max",
+                 f"{reset}: no memory limit in {dom}")
+            t.eq(capped, [], f"{reset}: the process never ran in {dom} under a limit")
 
     p = vcpucg.schedinfo(a, "emulator_quota=50000")
     t.ok(p.returncode == 0, "emulator_quota can be set", p.stderr)

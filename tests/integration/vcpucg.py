@@ -5,8 +5,10 @@ Placement is read from /proc/PID/task/TID/cgroup and the cgroup files,
 never from libvirt.
 """
 
+import contextlib
 import glob
 import os
+import threading
 
 import labtest
 from labtest import daemon, guest
@@ -124,3 +126,37 @@ def schedinfo(name, *settings, live=True, config=False):
 
 def placement_report(name):
     return "\n".join(f"vcpu{i}: {p}" for i, p in vcpu_groups(name).items())
+
+
+@contextlib.contextmanager
+def watch_memory_max(group):
+    """cgroup v2: samples `group` in the memory hierarchy while the body runs;
+    yields a list that holds afterwards the memory.max values seen while the
+    group held a process ('max' is not recorded).  Nothing is sampled on
+    cgroup v1 or without a group."""
+    seen = []
+    if not V2 or group is None:
+        yield seen
+        return
+    base = os.path.join(labtest.controller_dir("memory"), group.lstrip("/"))
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                with open(os.path.join(base, "cgroup.events")) as fh:
+                    populated = "populated 1" in fh.read()
+                with open(os.path.join(base, "memory.max")) as fh:
+                    limit = fh.read().strip()
+            except OSError:
+                continue
+            if populated and limit != "max" and limit not in seen:
+                seen.append(limit)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        th.join()
