@@ -8,7 +8,9 @@ removing its cgroups) when it ends, whether it passed or not.
 """
 
 import os
+import subprocess
 import sys
+import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -152,15 +154,48 @@ def lab_processes():
     return pids + daemon._qemu_pids()
 
 
+def _tail(path, lines=12):
+    try:
+        with open(path, errors="replace") as fh:
+            return fh.read().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def diagnose(since):
+    """Why a domain went away: the end of the QEMU log and console of every
+    lab domain written to since `since`, and of the kernel log."""
+    logs = [os.path.join(daemon.LAB, f) for f in sorted(os.listdir(daemon.LAB))
+            if f.startswith("console-")] if os.path.isdir(daemon.LAB) else []
+    qlogs = os.path.join(PREFIX, "var", "log", "libvirt", "qemu")
+    if os.path.isdir(qlogs):
+        logs += [os.path.join(qlogs, f) for f in sorted(os.listdir(qlogs))]
+    out = []
+    for path in logs:
+        try:
+            if os.path.getmtime(path) < since:
+                continue
+        except OSError:
+            continue
+        out.append(f"{path}:")
+        out += [f"  {line}" for line in _tail(path)]
+    p = subprocess.run(["dmesg"], capture_output=True, text=True)
+    if p.returncode == 0:
+        out.append("kernel log:")
+        out += [f"  {line}" for line in p.stdout.splitlines()[-15:]]
+    return "\n".join(out)
+
+
 def run(main):
     """Run a test body with a TAP object; always stop the lab afterwards."""
     require_lab()
     print(f"# lab daemon: libvirt stack {common.LIBVIRT_STACK} ({PREFIX})", flush=True)
     tap = TAP()
+    start = time.time()
     try:
         main(tap)
     except Exception:
-        tap.ok(False, "test body raised", traceback.format_exc())
+        tap.ok(False, "test body raised", traceback.format_exc() + diagnose(start))
     finally:
         try:
             daemon.stop()
