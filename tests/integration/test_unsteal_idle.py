@@ -22,9 +22,10 @@ CPU sits idle, a placement problem that software fixes (unpinning).
   measured idle time if none had 25 %.
 
 Then both are unpinned and a busy 2-vCPU guest joins: four busy vCPUs on
-two CPUs (more runnable vCPUs than CPUs).  Every guest must be classified
-busy with busy steal >= 20 %, host idle <= 5 %, and idle steal at most a
-tenth of all steal.
+two CPUs (more runnable vCPUs than CPUs).  In three windows of 3 s every
+guest must be classified busy, with a median busy steal >= 20 %; in the
+last one the host is idle <= 5 %, and idle steal is at most a tenth of
+all steal.
 """
 
 import json
@@ -117,16 +118,24 @@ def main(t):
         daemon.virsh(["vcpupin", n, "0", "0-1", "--live"], capture=True)
     c = guest.create("ui-c", vcpus=2, workload="busy")
     time.sleep(1)
-    p, rep, idle = window()
-    if not t.ok(p.returncode == 0 and rep, "unsteal report under contention", p.stderr):
-        return
-    doms = {d["name"]: d for d in rep["domains"]}
+    # Which vCPU a CPU runs next depends on migrations, so one 3 s window
+    # can give a guest 85 % of a CPU: each guest's median of three counts.
+    reps = []
+    for _ in range(3):
+        p, rep, idle = window()
+        if not t.ok(p.returncode == 0 and rep, "unsteal report under contention", p.stderr):
+            return
+        reps.append({d["name"]: d for d in rep["domains"]})
     for n in (a, b, c):
-        d = doms.get(n)
-        if not t.ok(d is not None, f"{n} is reported under contention", sorted(doms)):
+        seen = [doms[n] for doms in reps if n in doms]
+        if not t.ok(len(seen) == len(reps), f"{n} is reported under contention",
+                    [sorted(doms) for doms in reps]):
             continue
-        t.eq(d["class"], "busy", f"{n}: classified busy (utilisation + steal near 100 %)")
-        t.ok(d["busy_steal_pct"] >= 20, f"{n}: busy steal >= 20 %", d)
+        t.eq(sorted({d["class"] for d in seen}), ["busy"],
+             f"{n}: classified busy (utilisation + steal near 100 %)")
+        steal = sorted(d["busy_steal_pct"] for d in seen)
+        t.ok(steal[1] >= 20, f"{n}: busy steal >= 20 % (median of three windows)",
+             f"busy steal {steal} %; last window {seen[-1]}")
     h = rep["host"]
     t.ok(h["idle_pct"] <= 5, "four busy vCPUs leave the 2-CPU host no idle time", h)
     t.ok(h["idle_steal_vcpus"] <= 0.1 * h["steal_vcpus"],
