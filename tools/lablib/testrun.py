@@ -103,15 +103,17 @@ def run_all(quick=False):
                 lambda key=key: libvirt.test_suite(syntax_check=not quick, stack=key))
     t.stage("our tests (meson test)", ownsrc.test)
     # The same libvirt integration tests on the hosts of the matrix: a
-    # Debian 13 host booted under QEMU with cgroup v2 and systemd, v2
-    # without systemd, and v1 with cpu,cpuacct co-mounted (docs/testhost.md).
+    # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and
+    # without machined), v2 without systemd, v1 under systemd and v1 with
+    # cpu,cpuacct co-mounted (docs/testhost.md).
     if built and os.geteuid() == 0 and not quick:
         from . import testhost
         if t.stage("test host: Debian 13 image with our libvirt", testhost.test_build) \
                 is not None:
             for v in testhost.VARIANTS:
                 t.stage(f"test host {v}: libvirt integration tests "
-                        f"({', '.join(testhost.TESTS_IN_HOST)})", lambda v=v: testhost.test_row(v))
+                        f"({', '.join(testhost.tests_in_host(v))})",
+                        lambda v=v: testhost.test_row(v))
     if stack.read_series(STACKS["kernel"]):
         try:
             from . import kselftest
