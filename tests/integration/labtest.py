@@ -154,6 +154,28 @@ def lab_processes():
     return pids + daemon._qemu_pids()
 
 
+def wait_for(cond, timeout=10):
+    """Polls cond() every 0.1 s until it is true or `timeout` s passed; its
+    last value."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+def has_machined():
+    """Whether D-Bus can activate systemd-machined (libvirt asks the same)."""
+    try:
+        p = subprocess.run(["busctl", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                            "org.freedesktop.DBus", "ListActivatableNames"],
+                           capture_output=True, text=True)
+    except OSError:
+        return False
+    return p.returncode == 0 and "org.freedesktop.machine1" in p.stdout
+
+
 def _tail(path, lines=12):
     try:
         with open(path, errors="replace") as fh:

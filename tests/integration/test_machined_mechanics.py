@@ -84,15 +84,6 @@ def unit_state(unit):
     return p.stdout.strip()
 
 
-def wait_for(cond, timeout=10):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
-
-
 def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat") as fh:
         f = fh.read().rsplit(")", 1)[1].split()
@@ -117,11 +108,11 @@ def hop(t, name, pid, unit, slice_):
     old = machine_unit(name)
     p = start_scope(unit, slice_, pid)
     t.ok(p.returncode == 0, f"{name}: StartTransientUnit {unit} in {slice_}", p.stderr)
-    t.ok(wait_for(lambda: cgroup_of(pid).endswith("/" + unit)),
+    t.ok(labtest.wait_for(lambda: cgroup_of(pid).endswith("/" + unit)),
          f"{name}: the process is in {unit}", cgroup_of(pid))
-    t.ok(wait_for(lambda: unit_state(old) == "inactive"),
+    t.ok(labtest.wait_for(lambda: unit_state(old) == "inactive"),
          f"{name}: the emptied scope {old} goes away", unit_state(old))
-    t.ok(wait_for(lambda: machine_unit(name) is None),
+    t.ok(labtest.wait_for(lambda: machine_unit(name) is None),
          f"{name}: machined forgets the machine with its scope", machine_unit(name))
     p = register_machine(name, pid)
     t.ok(p.returncode == 0, f"{name}: RegisterMachine with the same leader", p.stderr)
@@ -169,8 +160,8 @@ def main(t, procs):
 
     p = machined("TerminateMachine", "s", "ut-b")
     t.ok(p.returncode == 0, "TerminateMachine after the moves", p.stderr)
-    t.ok(wait_for(lambda: procs[2].poll() is not None), "kills the process")
-    t.ok(wait_for(lambda: unit_state(canonical) == "inactive"), "and removes its scope",
+    t.ok(labtest.wait_for(lambda: procs[2].poll() is not None), "kills the process")
+    t.ok(labtest.wait_for(lambda: unit_state(canonical) == "inactive"), "and removes its scope",
          unit_state(canonical))
     machined("TerminateMachine", "s", "ut-a")
 
@@ -179,9 +170,7 @@ def run():
     if not os.path.exists("/run/systemd/system") or \
             not os.path.exists(f"{CG}/cgroup.controllers"):
         labtest.skip_all("needs systemd as PID 1 on cgroup v2")
-    if not os.path.exists("/usr/lib/systemd/systemd-machined") or \
-            subprocess.run(["systemctl", "start", "systemd-machined"],
-                           capture_output=True).returncode != 0:
+    if not labtest.has_machined():
         labtest.skip_all("needs systemd-machined")
     t = labtest.TAP()
     procs = []

@@ -14,24 +14,10 @@ Runs on a test host with systemd, cgroup v2 and machined
 
 import os
 import subprocess
-import time
 
 import labtest
 import vcpucg
 from labtest import common, daemon, guest
-
-
-def machined_active():
-    p = subprocess.run(["busctl", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                        "org.freedesktop.DBus", "ListActivatableNames"],
-                       capture_output=True, text=True)
-    return p.returncode == 0 and "org.freedesktop.machine1" in p.stdout
-
-
-def machine_unit(name):
-    p = subprocess.run(["machinectl", "show", name, "-p", "Unit", "--value"],
-                       capture_output=True, text=True)
-    return p.stdout.strip() if p.returncode == 0 else None
 
 
 LOG = os.path.join(common.BUILD, "logs", "virtqemud.log")
@@ -73,13 +59,10 @@ def main(t):
     scope = os.path.basename(vcpucg.domain_group(b))
     daemon.virsh(["destroy", b], capture=True)
     gone = os.path.join(labtest.controller_dir("cpu"), "machine.slice", scope)
-    for _ in range(50):
-        if not os.path.isdir(gone):
-            break
-        time.sleep(0.1)
-    t.ok(not os.path.isdir(gone), f"destroy removes the machine's scope {scope}")
+    t.ok(labtest.wait_for(lambda: not os.path.isdir(gone), 5),
+         f"destroy removes the machine's scope {scope}")
 
 
-if not machined_active():
+if not labtest.has_machined():
     labtest.skip_all("needs systemd-machined (tools/lab testhost --variant v2-machined)")
 labtest.run(main)
