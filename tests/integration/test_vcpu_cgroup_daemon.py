@@ -5,16 +5,52 @@
   vCPUs into their own groups, switching it on moves them back, without
   restarting the guests;
 - the shared group is created on demand: removed while empty, it comes back
-  with the next domain;
+  with the next domain; with systemd-machined, where the group is a slice
+  systemd owns, a reverted slice gets its DisableControllers=cpu back;
 - bad values in qemu.conf make the daemon refuse to start and name the
   option and the value.
 """
 
 import os
+import subprocess
 
 import labtest
 import vcpucg
 from labtest import LabError, daemon, guest
+
+
+def disabled_controllers(unit):
+    p = subprocess.run(["systemctl", "show", "-p", "DisableControllers", unit],
+                       capture_output=True, text=True)
+    return p.stdout.strip()
+
+
+def check_removed_group(t):
+    shared_dir = labtest.controller_dir("cpu") + vcpucg.SHARED
+    try:
+        os.rmdir(shared_dir)
+    except OSError as e:
+        t.ok(False, "the empty shared group can be removed", e)
+        return
+    t.ok(not os.path.isdir(shared_dir), "shared group removed by the administrator")
+    c = guest.create("vc-again", vcpus=1, workload="idle")
+    t.ok(os.path.isdir(shared_dir), "the next domain recreates the shared group")
+    t.ok(vcpucg.all_shared(c), "and its vCPU is placed there", vcpucg.placement_report(c))
+
+
+def check_slice_revert(t):
+    """With machined systemd owns the slice: an administrator's revert drops
+    the runtime DisableControllers=cpu, and the next domain sets it again."""
+    p = subprocess.run(["systemctl", "revert", vcpucg.SHARED_SLICE],
+                       capture_output=True, text=True)
+    t.ok(p.returncode == 0, f"systemctl revert {vcpucg.SHARED_SLICE}", p.stderr)
+    t.eq(disabled_controllers(vcpucg.SHARED_SLICE), "DisableControllers=",
+         "the revert dropped DisableControllers")
+    c = guest.create("vc-again", vcpus=1, workload="idle")
+    t.eq(disabled_controllers(vcpucg.SHARED_SLICE), "DisableControllers=cpu",
+         "the next domain sets it again")
+    t.ok(vcpucg.all_shared(c), "and its vCPU is placed in the slice without cpu",
+         vcpucg.placement_report(c))
 
 
 def main(t):
@@ -41,18 +77,10 @@ def main(t):
 
     # Removed shared group comes back on demand.
     daemon.virsh(["destroy", a], capture=True)
-    shared_dir = labtest.controller_dir("cpu") + vcpucg.SHARED
-    try:
-        os.rmdir(shared_dir)
-        removed = True
-    except OSError as e:
-        removed = False
-        t.ok(False, "the empty shared group can be removed", e)
-    if removed:
-        t.ok(not os.path.isdir(shared_dir), "shared group removed by the administrator")
-        c = guest.create("vc-again", vcpus=1, workload="idle")
-        t.ok(os.path.isdir(shared_dir), "the next domain recreates the shared group")
-        t.ok(vcpucg.all_shared(c), "and its vCPU is placed there", vcpucg.placement_report(c))
+    if vcpucg.MACHINED:
+        check_slice_revert(t)
+    else:
+        check_removed_group(t)
 
     # Bad values: the daemon refuses to start and says why.
     daemon.stop()

@@ -14,10 +14,15 @@ variants); docs/vcpu-cgroup-v2.md has the design.
   group is kept until the domain stops, capped at what it holds, and the
   domain's group gets the rest of the hard limit, so the two never exceed
   it; a live memtune change splits the new limit the same way;
-- stopping the domain removes both groups.
+- stopping the domain removes both groups;
+- with systemd-machined systemd removes the scope a domain leaves, and
+  what it held is charged to the slice above: the domain's scope gets the
+  hard limit less what the scopes it left held, machined follows the
+  domain to each new scope, and stopping it removes the scope.
 """
 
 import os
+import subprocess
 import time
 
 import labtest
@@ -85,6 +90,96 @@ def check_split(t, a, limit_kib, what):
     return dom, left
 
 
+def check_memory_kept(t, a, limit_kib):
+    """The group a move leaves behind is kept and capped (no machined)."""
+    dom = vcpucg.domain_group(a)
+    # Out of the shared partition: memory charged so far stays behind.
+    p = vcpucg.schedinfo(a, "vcpu_quota=50000")
+    t.ok(p.returncode == 0 and vcpucg.all_own(a), "vcpu_quota moves the domain out",
+         p.stderr + vcpucg.placement_report(a))
+    check_split(t, a, limit_kib, "moved out")
+
+    # Back in: the group it left is its group again.
+    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
+    t.ok(p.returncode == 0 and vcpucg.all_shared(a), "vcpu_quota=-1 moves it back",
+         p.stderr + vcpucg.placement_report(a))
+    t.eq(vcpucg.domain_group(a), dom, "into the group it had before")
+    check_split(t, a, limit_kib, "moved back")
+
+    # A live memtune change is split too.
+    limit_kib = 640 * 1024
+    p = daemon.virsh(["memtune", a, "--hard-limit", str(limit_kib), "--live"],
+                     check=False, capture=True)
+    t.ok(p.returncode == 0, "memtune --hard-limit after moves", p.stderr)
+    check_split(t, a, limit_kib, "new hard limit")
+
+    # Stopping the domain removes both groups.
+    dom = vcpucg.domain_group(a)
+    left = other_group(dom)
+    daemon.virsh(["destroy", a], capture=True)
+    t.ok(not os.path.isdir(group_dir(dom)) and not os.path.isdir(group_dir(left)),
+         "destroy removes the domain's group and the one left behind")
+
+
+def machine_unit(name):
+    """The unit systemd-machined has for the domain's machine."""
+    machine = next((w for w in subprocess.run(["machinectl", "list", "--no-legend"],
+                                              capture_output=True, text=True).stdout.split()
+                    if w.endswith(f"-{name}")), None)
+    if machine is None:
+        return None
+    p = subprocess.run(["machinectl", "show", "-p", "Unit", "--value", machine],
+                       capture_output=True, text=True)
+    return p.stdout.strip()
+
+
+def check_moved_machined(t, a, limit_kib, left, old, what):
+    dom = vcpucg.domain_group(a)
+    t.ok(dom != old and not os.path.isdir(group_dir(old)),
+         f"{what}: the domain is in a new scope, systemd removed the one it left",
+         f"{old} -> {dom}")
+    t.eq(machine_unit(a), os.path.basename(dom), f"{what}: machined has the new scope")
+    own_max = int(read(dom, "memory.max"))
+    want = limit_kib * 1024 - left
+    t.ok(abs(own_max - want) <= 8 * MiB,
+         f"{what}: the domain's scope gets the hard limit less what the scopes it left held",
+         f"memory.max {own_max}, limit {limit_kib * 1024} - left {left} = {want}")
+    return dom
+
+
+def check_memory_machined(t, a, limit_kib):
+    """With machined systemd removes the scope a domain leaves, and what it
+    held is charged to the slice above: the domain's scope gets the hard
+    limit less the memory the scopes it left held at the moves."""
+    dom = vcpucg.domain_group(a)
+    left = int(read(dom, "memory.current"))
+    p = vcpucg.schedinfo(a, "vcpu_quota=50000")
+    t.ok(p.returncode == 0 and vcpucg.all_own(a), "vcpu_quota moves the domain out",
+         p.stderr + vcpucg.placement_report(a))
+    dom = check_moved_machined(t, a, limit_kib, left, dom, "moved out")
+
+    left += int(read(dom, "memory.current"))
+    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
+    t.ok(p.returncode == 0 and vcpucg.all_shared(a), "vcpu_quota=-1 moves it back",
+         p.stderr + vcpucg.placement_report(a))
+    dom = check_moved_machined(t, a, limit_kib, left, dom, "moved back")
+
+    limit_kib = 640 * 1024
+    p = daemon.virsh(["memtune", a, "--hard-limit", str(limit_kib), "--live"],
+                     check=False, capture=True)
+    t.ok(p.returncode == 0, "memtune --hard-limit after moves", p.stderr)
+    own_max = int(read(dom, "memory.max"))
+    t.ok(abs(own_max - (limit_kib * 1024 - left)) <= 8 * MiB,
+         "new hard limit: less what the scopes the domain left held",
+         f"memory.max {own_max}, limit {limit_kib * 1024} - left {left}")
+
+    scope = os.path.basename(dom)
+    daemon.virsh(["destroy", a], capture=True)
+    t.ok(labtest.wait_for(lambda: not os.path.isdir(group_dir(dom)), 5),
+         f"destroy removes the machine's scope {scope}")
+    t.eq(machine_unit(a), None, "and machined forgets the machine")
+
+
 def main(t):
     if not vcpucg.V2:
         labtest.skip_all("the cpu controller is not on cgroup v2 here")
@@ -135,32 +230,10 @@ def main(t):
     t.ok({"memory", "cpuset"} <= set(ctrls) and "cpu" not in ctrls,
          "the domain's group has memory and cpuset, but no cpu", ctrls)
 
-    # Out of the shared partition: memory charged so far stays behind.
-    p = vcpucg.schedinfo(a, "vcpu_quota=50000")
-    t.ok(p.returncode == 0 and vcpucg.all_own(a), "vcpu_quota moves the domain out",
-         p.stderr + vcpucg.placement_report(a))
-    check_split(t, a, limit_kib, "moved out")
-
-    # Back in: the group it left is its group again.
-    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
-    t.ok(p.returncode == 0 and vcpucg.all_shared(a), "vcpu_quota=-1 moves it back",
-         p.stderr + vcpucg.placement_report(a))
-    t.eq(vcpucg.domain_group(a), dom, "into the group it had before")
-    check_split(t, a, limit_kib, "moved back")
-
-    # A live memtune change is split too.
-    limit_kib = 640 * 1024
-    p = daemon.virsh(["memtune", a, "--hard-limit", str(limit_kib), "--live"],
-                     check=False, capture=True)
-    t.ok(p.returncode == 0, "memtune --hard-limit after moves", p.stderr)
-    check_split(t, a, limit_kib, "new hard limit")
-
-    # Stopping the domain removes both groups.
-    dom = vcpucg.domain_group(a)
-    left = other_group(dom)
-    daemon.virsh(["destroy", a], capture=True)
-    t.ok(not os.path.isdir(group_dir(dom)) and not os.path.isdir(group_dir(left)),
-         "destroy removes the domain's group and the one left behind")
+    if vcpucg.MACHINED:
+        check_memory_machined(t, a, limit_kib)
+    else:
+        check_memory_kept(t, a, limit_kib)
     daemon.virsh(["destroy", b], capture=True)
 
 

@@ -13,12 +13,15 @@ import threading
 import labtest
 from labtest import daemon, guest
 
-SHARED = "/machine/vcpus.partition"
-
 # On cgroup v2 the shared group is a partition that holds whole domain
 # groups and does not enable cpu for them (docs/vcpu-cgroup-v2.md); the
-# default cpu.weight is 100 where v1's cpu.shares is 1024.
+# default cpu.weight is 100 where v1's cpu.shares is 1024.  Where
+# systemd-machined registers the domains, the partition is a systemd slice
+# and every domain group is a machine's scope.
 V2 = labtest.is_v2("cpu")
+MACHINED = V2 and labtest.has_machined()
+SHARED = "/machine.slice/machine-vcpus.slice" if MACHINED else "/machine/vcpus.partition"
+SHARED_SLICE = "machine-vcpus.slice"
 DEFAULT_SHARES = "100" if V2 else "1024"
 
 

@@ -77,6 +77,16 @@ DEBIAN_KERNEL = os.path.join(TH, "vmlinuz-debian")
 DEBIAN_INITRD = os.path.join(TH, "initrd-debian")
 ROOT_FORMAT = "1"   # bump when the way roots are made changes
 
+# What tools/lab test runs inside the test host, on every variant: the
+# libvirt integration tests.  The analyser's tests (unsteal_*) and the
+# scheduler benchmark do not depend on the host's cgroup layout and run on
+# the development host only.
+TESTS_IN_HOST = ["lab_guest", "vcpu_cgroup_start", "vcpu_cgroup_live", "vcpu_cgroup_daemon",
+         "vcpu_cgroup_v2"]
+# With machined: the same, plus the tests that need machined (they skip
+# elsewhere, so the other rows leave them out).
+TESTS_WITH_MACHINED = TESTS_IN_HOST + ["vcpu_cgroup_machined", "machined_mechanics"]
+
 VARIANTS = {
     "v2-systemd": {
         "desc": "cgroup v2 (unified), systemd 257 as PID 1 without machined; the tests run "
@@ -86,10 +96,10 @@ VARIANTS = {
     },
     "v2-machined": {
         "desc": "cgroup v2 (unified), systemd 257 with systemd-machined: domains are "
-                "machines in scopes; the per-host vCPU cgroup is not implemented there yet: "
-                "this row checks the fallback and the systemd/machined mechanics",
+                "machines in scopes, the per-host partition is a slice, moves go through "
+                "new scopes",
         "append": "systemd.unified_cgroup_hierarchy=1 systemd.show_status=error",
-        "tests": ["lab_guest", "vcpu_cgroup_machined", "machined_mechanics"],
+        "tests": TESTS_WITH_MACHINED,
     },
     "v2-nosystemd": {
         "desc": "cgroup v2 mounted by a small init (no systemd); the tests run from it",
@@ -721,14 +731,6 @@ def verdict(variant, out):
     with open(os.path.join(TH, f"result-{variant}.json"), "w") as fh:
         json.dump(res, fh, indent=1)
     return passed, failed
-
-
-# What tools/lab test runs inside the test host, on every variant: the
-# libvirt integration tests.  The analyser's tests (unsteal_*) and the
-# scheduler benchmark do not depend on the host's cgroup layout and run on
-# the development host only.
-TESTS_IN_HOST = ["lab_guest", "vcpu_cgroup_start", "vcpu_cgroup_live", "vcpu_cgroup_daemon",
-         "vcpu_cgroup_v2"]
 
 
 def _lock():
