@@ -40,6 +40,12 @@ def read(path, name):
     return labtest.cgroup_value("memory", path, name)
 
 
+def limits(dom):
+    """Where libvirt writes the domain's own limits: its nested 'libvirt'
+    group in a machine's scope, else the domain's group."""
+    return labtest.domain_sub(dom, "memory") if vcpucg.MACHINED else dom
+
+
 def other_group(dom):
     """The domain's group in the partition it is not in."""
     base = os.path.basename(dom)
@@ -139,7 +145,7 @@ def check_moved_machined(t, a, limit_kib, left, old, what):
          f"{what}: the domain is in a new scope, systemd removed the one it left",
          f"{old} -> {dom}")
     t.eq(machine_unit(a), os.path.basename(dom), f"{what}: machined has the new scope")
-    own_max = int(read(dom, "memory.max"))
+    own_max = int(read(limits(dom), "memory.max"))
     want = limit_kib * 1024 - left
     t.ok(abs(own_max - want) <= 8 * MiB,
          f"{what}: the domain's scope gets the hard limit less what the scopes it left held",
@@ -168,7 +174,7 @@ def check_memory_machined(t, a, limit_kib):
     p = daemon.virsh(["memtune", a, "--hard-limit", str(limit_kib), "--live"],
                      check=False, capture=True)
     t.ok(p.returncode == 0, "memtune --hard-limit after moves", p.stderr)
-    own_max = int(read(dom, "memory.max"))
+    own_max = int(read(limits(dom), "memory.max"))
     t.ok(abs(own_max - (limit_kib * 1024 - left)) <= 8 * MiB,
          "new hard limit: less what the scopes the domain left held",
          f"memory.max {own_max}, limit {limit_kib * 1024} - left {left}")
@@ -221,9 +227,10 @@ def main(t):
                      check=False, capture=True)
     t.ok(p.returncode == 0, "memtune --hard-limit on a shared domain", p.stderr)
     dom = vcpucg.domain_group(a)
-    t.eq(read(dom, "memory.max"), str(limit_kib * 1024),
+    t.eq(read(limits(dom), "memory.max"), str(limit_kib * 1024),
          "the limit is in the domain's own group below the shared partition")
-    t.eq(read(vcpucg.domain_group(b), "memory.max"), "max", "and not in the other domain's")
+    t.eq(read(limits(vcpucg.domain_group(b)), "memory.max"), "max",
+         "and not in the other domain's")
     t.ok(int(read(dom, "memory.current")) > 8 * MiB, "the domain's group holds its memory",
          read(dom, "memory.current"))
     ctrls = read(dom, "cgroup.controllers").split()
