@@ -37,16 +37,6 @@ def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True).stdout.strip()
 
 
-def machine(name):
-    return next((w for w in run("machinectl", "list", "--no-legend").split()
-                 if w.endswith(f"-{name}")), None)
-
-
-def unit_of(name):
-    m = machine(name)
-    return run("machinectl", "show", "-p", "Unit", "--value", m) if m else None
-
-
 def check_machine(t, n, slice_, what):
     """machined, systemd and the cgroup tree agree on where domain n is."""
     dom = vcpucg.domain_group(n)
@@ -54,7 +44,7 @@ def check_machine(t, n, slice_, what):
     t.ok(dom is not None and os.path.basename(os.path.dirname(dom)) == slice_
          and scope.startswith("machine-qemu") and scope.endswith(".scope"),
          f"{what}: {n}'s QEMU process is in a machine scope in {slice_}", dom)
-    t.eq(unit_of(n), scope, f"{what}: machined has that scope as {n}'s unit")
+    t.eq(vcpucg.machine_unit(n), scope, f"{what}: machined has that scope as {n}'s unit")
     t.eq(run("systemctl", "show", "-p", "Slice", "--value", scope or "none"), slice_,
          f"{what}: systemd has the scope in {slice_}")
     t.eq(run("systemctl", "list-units", "--all", "--plain", "--no-legend",
@@ -114,7 +104,7 @@ def main(t):
         gone = os.path.join(labtest.controller_dir("cpu"), vcpucg.SHARED.lstrip("/"), scope)
         t.ok(labtest.wait_for(lambda: not os.path.isdir(gone), 5),
              f"destroy removes {n}'s scope {scope}")
-        t.eq(machine(n), None, f"and machined forgets {n}")
+        t.eq(vcpucg.machine(n), None, f"and machined forgets {n}")
 
 
 if not labtest.has_machined():

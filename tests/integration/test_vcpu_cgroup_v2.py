@@ -22,7 +22,6 @@ variants); docs/vcpu-cgroup-v2.md has the design.
 """
 
 import os
-import subprocess
 import time
 
 import labtest
@@ -127,24 +126,12 @@ def check_memory_kept(t, a, limit_kib):
          "destroy removes the domain's group and the one left behind")
 
 
-def machine_unit(name):
-    """The unit systemd-machined has for the domain's machine."""
-    machine = next((w for w in subprocess.run(["machinectl", "list", "--no-legend"],
-                                              capture_output=True, text=True).stdout.split()
-                    if w.endswith(f"-{name}")), None)
-    if machine is None:
-        return None
-    p = subprocess.run(["machinectl", "show", "-p", "Unit", "--value", machine],
-                       capture_output=True, text=True)
-    return p.stdout.strip()
-
-
 def check_moved_machined(t, a, limit_kib, left, old, what):
     dom = vcpucg.domain_group(a)
     t.ok(dom != old and not os.path.isdir(group_dir(old)),
          f"{what}: the domain is in a new scope, systemd removed the one it left",
          f"{old} -> {dom}")
-    t.eq(machine_unit(a), os.path.basename(dom), f"{what}: machined has the new scope")
+    t.eq(vcpucg.machine_unit(a), os.path.basename(dom), f"{what}: machined has the new scope")
     own_max = int(read(limits(dom), "memory.max"))
     want = limit_kib * 1024 - left
     t.ok(abs(own_max - want) <= 8 * MiB,
@@ -183,7 +170,7 @@ def check_memory_machined(t, a, limit_kib):
     daemon.virsh(["destroy", a], capture=True)
     t.ok(labtest.wait_for(lambda: not os.path.isdir(group_dir(dom)), 5),
          f"destroy removes the machine's scope {scope}")
-    t.eq(machine_unit(a), None, "and machined forgets the machine")
+    t.eq(vcpucg.machine_unit(a), None, "and machined forgets the machine")
 
 
 def main(t):

@@ -8,6 +8,7 @@ never from libvirt.
 import contextlib
 import glob
 import os
+import subprocess
 import threading
 
 import labtest
@@ -125,6 +126,22 @@ def schedinfo(name, *settings, live=True, config=False):
     for s in settings:
         args += ["--set", s]
     return daemon.virsh(args, check=False, capture=True)
+
+
+def machine(name):
+    """systemd-machined's name for the domain's machine, or None."""
+    listed = subprocess.run(["machinectl", "list", "--no-legend"],
+                            capture_output=True, text=True).stdout
+    return next((w for w in listed.split() if w.endswith(f"-{name}")), None)
+
+
+def machine_unit(name):
+    """The unit machined has for the domain's machine, or None."""
+    m = machine(name)
+    if m is None:
+        return None
+    return subprocess.run(["machinectl", "show", "-p", "Unit", "--value", m],
+                          capture_output=True, text=True).stdout.strip()
 
 
 def placement_report(name):
