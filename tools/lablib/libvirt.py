@@ -35,7 +35,12 @@ def check_stack(stack):
 
 
 # The build the lab daemon runs (UNSTEAL_LIBVIRT_STACK, default 'libvirt').
-PREFIX = prefix(LIBVIRT_STACK)
+# UNSTEAL_LIBVIRT_PREFIX=/ runs the libvirt that Debian's packages installed
+# instead: on a merged-/usr Debian root every path the lab derives from the
+# prefix (sbin/virtqemud, bin/virsh, etc/libvirt/qemu.conf, var/run/libvirt,
+# var/log/libvirt) is where the packages put it.  The test host uses this
+# when its image carries our .debs (tools/lab testhost build --libvirt packages).
+PREFIX = os.environ.get("UNSTEAL_LIBVIRT_PREFIX") or prefix(LIBVIRT_STACK)
 BUILDDIR = builddir(LIBVIRT_STACK)
 
 # Everything the qemu driver and its tests need; every other driver is off so

@@ -73,6 +73,20 @@ KERNEL_PACKAGES = ["linux-image-amd64", "initramfs-tools"]
 # unsteal.machined=0, where libvirt then manages the cgroups below
 # /machine.slice itself.
 HOST_PACKAGES = ["systemd-container"]
+# Where the image's libvirt comes from (build --libvirt):
+#   tree      our patched work tree, built in the trixie build root into
+#             /unsteal/_build/prefix (what tools/lab test uses: it needs no
+#             package build, which alone takes longer than CI may run);
+#   packages  the .debs of 'tools/lab package libvirt', installed with apt the
+#             way an operator installs them (PACKAGE_INSTALL pulls the rest);
+#             the tests then drive the packaged daemons (/usr/sbin/virtqemud,
+#             /etc/libvirt, /run/libvirt) through UNSTEAL_LIBVIRT_PREFIX=/.
+LIBVIRT_FROM = ("tree", "packages")
+PACKAGE_INSTALL = ["libvirt-daemon-system", "libvirt-clients"]
+# Packages whose versions must be ours after the install.
+PACKAGE_OURS = ["libvirt0", "libvirt-daemon-driver-qemu", "libvirt-daemon-log",
+                "libvirt-clients", "libvirt-daemon-system"]
+LOCAL_REPO = "/var/local/unsteal-debs"
 DEBIAN_KERNEL = os.path.join(TH, "vmlinuz-debian")
 DEBIAN_INITRD = os.path.join(TH, "initrd-debian")
 ROOT_FORMAT = "1"   # bump when the way roots are made changes
@@ -201,8 +215,36 @@ def _rmtree(path):
     shutil.rmtree(path)
 
 
-def _cached_root(name, parent, packages, key):
-    """The tarball ~/.cache/unsteal/testhost/NAME-trixie-KEY.tar.zst, made once."""
+def _local_repo(root, debs, version):
+    """Make the .debs installable by name in root: a flat apt repository with a
+    pin that prefers it, so that apt takes every libvirt package from our
+    build even if the archive has a newer Debian revision."""
+    repo = root + LOCAL_REPO
+    mkdirs(repo)
+    for d in debs:
+        shutil.copy2(d, repo)
+    with open(os.path.join(repo, "Packages"), "w") as fh:
+        subprocess.run(["dpkg-scanpackages", "-m", ".", "/dev/null"], cwd=repo, stdout=fh,
+                       stderr=subprocess.DEVNULL, check=True)
+    _write(root + "/etc/apt/sources.list.d/unsteal-local.sources",
+           f"Types: deb\nURIs: file:{LOCAL_REPO}\nSuites: ./\nTrusted: yes\n")
+    _write(root + "/etc/apt/preferences.d/unsteal-local",
+           f"Package: *\nPin: origin \"\"\nPin-Priority: 1001\n")
+    check = " ".join(PACKAGE_OURS)
+    # After the install: every package of PACKAGE_OURS is ours, then the
+    # repository goes (the image needs the installed packages only).
+    return (f"\nfor p in {check}; do v=$(dpkg-query -W -f='${{Version}}' $p); "
+            f"[ \"$v\" = {shlex.quote(version)} ] || {{ echo \"$p is $v, not {version}\"; "
+            f"exit 1; }}; echo \"unsteal: $p $v\"; done\n"
+            f"rm -rf {LOCAL_REPO} /etc/apt/sources.list.d/unsteal-local.sources "
+            f"/etc/apt/preferences.d/unsteal-local\n")
+
+
+def _cached_root(name, parent, packages, key, debs=None):
+    """The tarball ~/.cache/unsteal/testhost/NAME-trixie-KEY.tar.zst, made once.
+
+    debs: (version, [paths]) of our libvirt packages, installed from a local
+    repository next to the archive's packages."""
     path = os.path.join(THCACHE, f"{name}-{SUITE}-{key}.tar.zst")
     if os.path.exists(path):
         return path
@@ -233,10 +275,12 @@ def _cached_root(name, parent, packages, key):
             with open(prc, "w") as fh:
                 fh.write("#!/bin/sh\nexit 101\n")
             os.chmod(prc, 0o755)
-            step(f"testhost: {name} root: apt-get install {len(packages)} package(s) "
-                 f"(log in _build/logs/testhost-{name}-apt.log)")
+            after = _local_repo(tmp, debs[1], debs[0]) if debs else ""
+            step(f"testhost: {name} root: apt-get install {len(packages)} package(s)"
+                 + (f", our libvirt {debs[0]} from {len(debs[1])} .deb(s)" if debs else "")
+                 + f" (log in _build/logs/testhost-{name}-apt.log)")
             chroot(tmp, "apt-get update -q && apt-get install -y -q " + shlex.join(packages)
-                   + " && apt-get clean && rm -rf /var/lib/apt/lists/*",
+                   + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*",
                    log=os.path.join(LOGS, f"testhost-{name}-apt.log"))
             os.unlink(prc)
             os.chmod(tmp, 0o755)
@@ -273,8 +317,9 @@ def _ensure_buildroot():
     return BUILDROOT
 
 
-def build_in_root():
-    """Our libvirt and the unsteal binary, built with trixie's toolchain and libraries."""
+def build_in_root(libvirt_from="tree"):
+    """Our libvirt (libvirt_from 'tree' only) and the unsteal binary, built with
+    trixie's toolchain and libraries."""
     from . import libvirt
     from .stack import ensure_worktree
     src = ensure_worktree(STACKS["libvirt"], quiet_reuse=True)
@@ -298,10 +343,12 @@ def build_in_root():
     script = (setup + f"printf %s {shlex.quote(want)} > {bdir}/.unsteal-meson-opts\n"
               f"ninja -C {bdir}\n"
               f"meson install -C {bdir} --no-rebuild --quiet\n")
-    step("testhost: building our libvirt (without its test suite, which tools/lab test runs "
-         "on the development host) inside the trixie build root (incremental; log in "
-         "_build/logs/testhost-libvirt-build.log)")
-    chroot(root, script, os.path.join(LOGS, "testhost-libvirt-build.log"), binds=binds, net=False)
+    if libvirt_from == "tree":
+        step("testhost: building our libvirt (without its test suite, which tools/lab test "
+             "runs on the development host) inside the trixie build root (incremental; log "
+             "in _build/logs/testhost-libvirt-build.log)")
+        chroot(root, script, os.path.join(LOGS, "testhost-libvirt-build.log"), binds=binds,
+               net=False)
     ubdir = IN_BUILD + "/unsteal-build"
     script = (f"[ -f {ubdir}/build.ninja ] || meson setup {ubdir} {IN}/repo "
               f"-Dlab_build_dir={IN_BUILD}\n"
@@ -318,10 +365,12 @@ def build_in_root():
     return root
 
 
-def runtime_packages(root):
-    """Packages that provide the shared libraries our build links against."""
+def runtime_packages(root, libvirt_from="tree"):
+    """Packages that provide the shared libraries our builds link against."""
+    paths = ([IN_PREFIX] if libvirt_from == "tree" else []) + \
+        [IN_BUILD + "/unsteal-build/src/unsteal", IN_BUILD + "/bench"]
     script = rf"""
-find {IN_PREFIX} {IN_BUILD}/unsteal-build/src/unsteal {IN_BUILD}/bench -type f \
+find {' '.join(paths)} -type f \
     \( -perm -u+x -o -name '*.so*' \) -print0 |
   xargs -0 ldd 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u |
   while read -r lib; do
@@ -419,9 +468,11 @@ RUNNER = r'''#!/bin/sh
 # unsteal test host: run tests/integration, print TAP and a summary on the console.
 export UNSTEAL_BUILD=@IN_BUILD@ UNSTEAL_BIN=@IN_BUILD@/unsteal-build/src/unsteal
 export UNSTEAL_TESTHOST=1 PYTHONDONTWRITEBYTECODE=1 PATH=/usr/sbin:/usr/bin:/sbin:/bin
+@LIBVIRT_ENV@
 exec </dev/null
 echo "unsteal-testhost: up $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r)," \
      "PID 1 $(cat /proc/1/comm), $(nproc) CPUs"
+echo "unsteal-testhost: libvirt: @LIBVIRT_DESC@"
 grep -E ' cgroup2? ' /proc/mounts | sed 's/^/unsteal-testhost: mount: /'
 [ -f /sys/fs/cgroup/cgroup.controllers ] &&
     echo "unsteal-testhost: v2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
@@ -497,7 +548,7 @@ def _write(path, text, mode=0o644):
     os.chmod(path, mode)
 
 
-def assemble(root_tar, buildroot):
+def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
     """_build/testhost/root: the cached runtime root plus our files."""
     step(f"testhost: assembling the root in {HOSTROOT}")
     _unpack(root_tar, HOSTROOT)
@@ -507,7 +558,10 @@ def assemble(root_tar, buildroot):
            r + IN_BUILD + "/images")
     shutil.copy2(buildroot + IN_BUILD + "/images/spin-boot.img",
                  r + IN_BUILD + "/images/spin-boot.img")
-    run(["cp", "-a", buildroot + IN_PREFIX, dst + "/prefix"])
+    if libvirt_from == "tree":
+        run(["cp", "-a", buildroot + IN_PREFIX, dst + "/prefix"])
+    else:
+        _mask_libvirt_units(r)
     shutil.copy2(buildroot + IN_BUILD + "/unsteal-build/src/unsteal",
                  r + IN_BUILD + "/unsteal-build/src/unsteal")
     shutil.copy2(buildroot + IN_BUILD + "/bench/vcpu-spin", r + IN_BUILD + "/bench/vcpu-spin")
@@ -526,8 +580,15 @@ def assemble(root_tar, buildroot):
     _write(r + "/etc/hostname", "unsteal-testhost\n")
     _write(r + "/etc/fstab", "/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
     _write(r + "/usr/local/sbin/unsteal-init", INIT, 0o755)
+    if libvirt_from == "tree":
+        libvirt_env = ""
+        libvirt_desc = f"our work tree, built into {IN_PREFIX}"
+    else:
+        libvirt_env = "export UNSTEAL_LIBVIRT_PREFIX=/"
+        libvirt_desc = f"Debian packages {version} (apt-installed, daemons in /usr/sbin)"
     runner = (RUNNER.replace("@IN_BUILD@", IN_BUILD).replace("@IN@", IN)
-              .replace("@TESTS@", " ".join(integration_tests())))
+              .replace("@TESTS@", " ".join(integration_tests()))
+              .replace("@LIBVIRT_ENV@", libvirt_env).replace("@LIBVIRT_DESC@", libvirt_desc))
     _write(r + "/usr/local/sbin/unsteal-testhost-run", runner, 0o755)
     _write(r + "/etc/systemd/system/unsteal-testhost.service", UNIT)
     wants = r + "/etc/systemd/system/multi-user.target.wants"
@@ -545,6 +606,60 @@ def assemble(root_tar, buildroot):
     return r
 
 
+def _mask_libvirt_units(root):
+    """The packages enable libvirt's sockets and services; the tests start and
+    restart the daemons themselves (each test writes its own qemu.conf), so
+    systemd must not hold the sockets or start a second daemon: mask them."""
+    units = sorted(os.path.basename(u) for u in
+                   glob.glob(root + "/usr/lib/systemd/system/virt*") +
+                   glob.glob(root + "/usr/lib/systemd/system/libvirt*")
+                   if u.endswith((".service", ".socket")))
+    if not any(u.startswith("virtqemud") for u in units):
+        raise LabError("the image's libvirt packages have no virtqemud unit: not the "
+                       "modular daemons of libvirt-daemon-driver-qemu?")
+    for u in units:
+        link = root + "/etc/systemd/system/" + u
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink("/dev/null", link)
+    step(f"testhost: masked {len(units)} libvirt unit(s) of the packages (the tests run "
+         f"the daemons): {' '.join(units)}")
+
+
+def package_debs():
+    """(version, [.deb]) of 'tools/lab package libvirt' for the 11.3.0 stack,
+    refused when they were built from another series than the one checked out."""
+    from . import package
+    from .common import read_kv
+    from .stack import read_series
+    stack_dir = STACKS["libvirt"]
+    base = read_kv(os.path.join(stack_dir, "BASE"))
+    version = package.local_version(base)
+    out = package.outdir(base)
+    rel = os.path.relpath(out, ROOT)
+    debs = sorted(glob.glob(os.path.join(out, "*.deb")))
+    dtar = glob.glob(os.path.join(out, "*.debian.tar.xz"))
+    if not debs or not dtar or not os.path.exists(os.path.join(out, "SUMMARY")):
+        raise LabError(f"no finished package build in {rel}: run tools/lab package libvirt "
+                       f"first (docs/packaging.md; about 40 minutes the first time)")
+    import tarfile
+    with tarfile.open(dtar[0]) as tf:
+        names = [m.name for m in tf.getmembers()]
+        for name in read_series(stack_dir):
+            member = f"debian/patches/{package.SUFFIX_NAME}/{name}"
+            ours = open(os.path.join(stack_dir, name), "rb").read()
+            if member not in names or tf.extractfile(member).read() != ours:
+                raise LabError(f"the packages in {rel} were built from another series "
+                               f"({name} differs or is missing): rebuild them with tools/lab "
+                               f"package libvirt")
+        extra = [n for n in names if n.startswith(f"debian/patches/{package.SUFFIX_NAME}/")
+                 and os.path.basename(n) not in read_series(stack_dir)]
+        if extra:
+            raise LabError(f"the packages in {rel} carry patches the series no longer has "
+                           f"({', '.join(extra)}): rebuild them with tools/lab package libvirt")
+    return version, debs
+
+
 def make_image(root):
     size_mb = int(run(["du", "-sm", root], capture=True).stdout.split()[0])
     size_mb = size_mb + max(768, size_mb // 2)
@@ -560,20 +675,32 @@ def make_image(root):
     return IMAGE
 
 
-def build():
+def build(libvirt_from="tree"):
     t0 = time.monotonic()
+    if libvirt_from not in LIBVIRT_FROM:
+        raise LabError(f"--libvirt {libvirt_from!r}: one of {', '.join(LIBVIRT_FROM)}")
     mkdirs(TH, LOGS)
+    debs = package_debs() if libvirt_from == "packages" else None
     base_tarball()
-    broot = build_in_root()
-    pkgs = runtime_packages(broot)
+    broot = build_in_root(libvirt_from)
+    pkgs = runtime_packages(broot, libvirt_from)
     step(f"testhost: runtime libraries come from {len(pkgs)} package(s): {' '.join(pkgs)}")
     pkgs = sorted(set(pkgs) | set(KERNEL_PACKAGES) | set(HOST_PACKAGES))
-    root_tar = _cached_root("root", base_tarball(), pkgs, _key(BASE_PACKAGES, pkgs))
-    root = assemble(root_tar, broot)
+    if debs:
+        pkgs = sorted(set(pkgs) | set(PACKAGE_INSTALL))
+        h = hashlib.sha256()
+        for d in debs[1]:
+            h.update(os.path.basename(d).encode() + b"\0" + open(d, "rb").read())
+        key = _key(BASE_PACKAGES, pkgs, [h.hexdigest()])
+        root_tar = _cached_root("root-debs", base_tarball(), pkgs, key, debs=debs)
+    else:
+        root_tar = _cached_root("root", base_tarball(), pkgs, _key(BASE_PACKAGES, pkgs))
+    root = assemble(root_tar, broot, libvirt_from, debs[0] if debs else None)
     make_image(root)
     _rmtree(root)
     with open(os.path.join(TH, "image.json"), "w") as fh:
-        json.dump({"runtime_packages": pkgs, "root": os.path.basename(root_tar)}, fh)
+        json.dump({"runtime_packages": pkgs, "root": os.path.basename(root_tar),
+                   "libvirt": libvirt_from, "libvirt_version": debs[0] if debs else None}, fh)
     step(f"testhost: image ready in {time.monotonic() - t0:.0f} s")
     return IMAGE
 
@@ -744,7 +871,8 @@ def _lock():
 
 
 def test_build():
-    """tools/lab test: the image, booted with Debian 13's kernel (no kernel build)."""
+    """tools/lab test: the image (our libvirt built from the work tree), booted
+    with Debian 13's kernel (no kernel build)."""
     lock = _lock()
     try:
         return build()
@@ -781,7 +909,7 @@ def command(args):
     require_root("tools/lab testhost")
     lock = _lock()  # noqa: F841 (held until the command ends)
     if args.action == "build":
-        build()
+        build(args.libvirt)
         if args.kernel == "ours":
             kernel_image()
         return 0
