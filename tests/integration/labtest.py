@@ -63,7 +63,7 @@ def skip_all(reason):
 def require_lab():
     if os.geteuid() != 0:
         skip_all("needs root (run through tools/lab test)")
-    if not os.path.exists(os.path.join(PREFIX, "sbin", "virtqemud")):
+    if not os.path.exists(os.path.join(PREFIX, "sbin", daemon.DAEMON)):
         skip_all("the patched libvirt is not built (tools/lab build libvirt)")
 
 
@@ -148,7 +148,7 @@ def cgroup_value(controller, path, name):
 def lab_processes():
     """PIDs of lab daemons and QEMU processes still alive."""
     pids = []
-    for name in ("virtqemud", "virtlogd"):
+    for name in (daemon.DAEMON, "virtlogd"):
         if daemon._pid(name):
             pids.append(daemon._pid(name))
     return pids + daemon._qemu_pids()

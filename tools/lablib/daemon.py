@@ -25,8 +25,22 @@ def lab_dir(stack):
 
 # The lab daemon runs the build of UNSTEAL_LIBVIRT_STACK (default 'libvirt').
 LAB = lab_dir(LIBVIRT_STACK)
+
+
+def _daemon_name(prefix):
+    """The daemon that runs the qemu driver: virtqemud, or libvirtd for an
+    install without the modular daemons (Debian's packages of 11.3.0 ship
+    libvirtd and load the qemu driver into it)."""
+    sbin = os.path.join(prefix, "sbin")
+    if not os.path.exists(os.path.join(sbin, "virtqemud")) and \
+            os.path.exists(os.path.join(sbin, "libvirtd")):
+        return "libvirtd"
+    return "virtqemud"
+
+
+DAEMON = _daemon_name(PREFIX)
 RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
-SOCK = os.path.join(RUNDIR, "virtqemud-sock")
+SOCK = os.path.join(RUNDIR, "virtqemud-sock" if DAEMON == "virtqemud" else "libvirt-sock")
 URI = f"qemu+unix:///system?socket={SOCK}"
 QEMU_CONF = os.path.join(PREFIX, "etc", "libvirt", "qemu.conf")
 CGROOT = "/sys/fs/cgroup"
@@ -41,12 +55,13 @@ def select(prefix=None):
     every path of the lab daemon (sockets, state, qemu.conf, the lab's own
     records) lives under the prefix, so the two never share state.
     """
-    global PREFIX, LAB, RUNDIR, SOCK, URI, QEMU_CONF
+    global PREFIX, LAB, DAEMON, RUNDIR, SOCK, URI, QEMU_CONF
     from . import libvirt
     PREFIX = prefix or libvirt.PREFIX
     LAB = lab_dir(LIBVIRT_STACK) if PREFIX == libvirt.PREFIX else os.path.join(PREFIX, "lab")
+    DAEMON = _daemon_name(PREFIX)
     RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
-    SOCK = os.path.join(RUNDIR, "virtqemud-sock")
+    SOCK = os.path.join(RUNDIR, "virtqemud-sock" if DAEMON == "virtqemud" else "libvirt-sock")
     URI = f"qemu+unix:///system?socket={SOCK}"
     QEMU_CONF = os.path.join(PREFIX, "etc", "libvirt", "qemu.conf")
 
@@ -154,9 +169,9 @@ def _wait_socket(proc, timeout=START_TIMEOUT):
         if proc.poll() is not None:
             break
         time.sleep(0.3)
-    raise LabError(f"virtqemud did not come up within {timeout} s; see "
+    raise LabError(f"{DAEMON} did not come up within {timeout} s; see "
                    f"{BUILD}/logs/virtqemud.log and "
-                   f"{BUILD}/logs/virtqemud.stderr")
+                   f"{BUILD}/logs/{DAEMON}.stderr")
 
 
 def _spawn(name, args):
@@ -178,7 +193,7 @@ def _spawn(name, args):
 def _other_stack_running():
     """Another libvirt stack whose lab daemon runs: both would manage /machine."""
     for stack in libvirt_stacks():
-        if stack != LIBVIRT_STACK and _pid("virtqemud", lab_dir(stack)):
+        if stack != LIBVIRT_STACK and _pid(DAEMON, lab_dir(stack)):
             return stack
     return None
 
@@ -202,16 +217,16 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
             if time.monotonic() - t0 > 30 or proc.poll() is not None:
                 raise LabError(f"virtlogd did not come up; see {BUILD}/logs/virtlogd.stderr")
             time.sleep(0.1)
-    old = _pid("virtqemud")
+    old = _pid(DAEMON)
     if old:
-        step(f"lab: restarting virtqemud (pid {old}) with the new qemu.conf")
-        _kill(old, "virtqemud")
-    step("lab: starting virtqemud" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
-    proc = _spawn("virtqemud", ["-f", conf])
+        step(f"lab: restarting {DAEMON} (pid {old}) with the new qemu.conf")
+        _kill(old, DAEMON)
+    step(f"lab: starting {DAEMON}" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
+    proc = _spawn(DAEMON, ["-f", conf])
     pid = proc.pid
     _wait_socket(proc)
     if not quiet:
-        print(f"lab: virtqemud pid {pid}; connect with:\n  virsh -c '{URI}'\n"
+        print(f"lab: {DAEMON} pid {pid}; connect with:\n  virsh -c '{URI}'\n"
               f"  or: tools/lab virsh ...", flush=True)
     return pid
 
@@ -253,7 +268,7 @@ def _reap(pid):
 def lab_domains():
     """Names of every domain the lab daemon knows (running or defined)."""
     names = set()
-    if _pid("virtqemud"):
+    if _pid(DAEMON):
         p = virsh(["list", "--all", "--name"], check=False, capture=True)
         names |= {n.strip() for n in (p.stdout or "").splitlines() if n.strip()}
     for x in glob.glob(os.path.join(RUNDIR, "qemu", "*.xml")):
@@ -292,7 +307,7 @@ def shared_group_from_conf():
 def _running_ids():
     """{name: id} of the lab daemon's running domains."""
     ids = {}
-    if _pid("virtqemud"):
+    if _pid(DAEMON):
         p = virsh(["list"], check=False, capture=True)
         for line in (p.stdout or "").splitlines():
             f = line.split()
@@ -342,8 +357,8 @@ def lab_cgroups(domains, ids=None):
 def stop():
     require_root("tools/lab stop")
     domains = lab_domains()
-    ids = _running_ids() if _pid("virtqemud") else None
-    if _pid("virtqemud"):
+    ids = _running_ids() if _pid(DAEMON) else None
+    if _pid(DAEMON):
         for d in domains:
             virsh(["destroy", d], check=False, capture=True)
             virsh(["undefine", d], check=False, capture=True)
@@ -352,7 +367,7 @@ def stop():
     for pid in _qemu_pids():
         step(f"lab: stopping leftover QEMU pid {pid}")
         _kill(pid, "qemu")
-    for name in ("virtqemud", "virtlogd"):
+    for name in (DAEMON, "virtlogd"):
         pid = _pid(name)
         if pid:
             step(f"lab: stopping {name} (pid {pid})")
@@ -386,13 +401,13 @@ def stop():
 
 def status():
     print(f"libvirt stack: {LIBVIRT_STACK} ({PREFIX})")
-    for name in ("virtlogd", "virtqemud"):
+    for name in ("virtlogd", DAEMON):
         pid = _pid(name)
         print(f"{name}: {'pid ' + str(pid) if pid else 'not running'}")
-    if _pid("virtqemud"):
+    if _pid(DAEMON):
         print(f"uri: {URI}")
         virsh(["list", "--all"], check=False)
 
 
 def running():
-    return _pid("virtqemud") is not None
+    return _pid(DAEMON) is not None

@@ -585,7 +585,7 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
         libvirt_desc = f"our work tree, built into {IN_PREFIX}"
     else:
         libvirt_env = "export UNSTEAL_LIBVIRT_PREFIX=/"
-        libvirt_desc = f"Debian packages {version} (apt-installed, daemons in /usr/sbin)"
+        libvirt_desc = f"Debian packages {version} (apt-installed, /usr/sbin/libvirtd)"
     runner = (RUNNER.replace("@IN_BUILD@", IN_BUILD).replace("@IN@", IN)
               .replace("@TESTS@", " ".join(integration_tests()))
               .replace("@LIBVIRT_ENV@", libvirt_env).replace("@LIBVIRT_DESC@", libvirt_desc))
@@ -614,9 +614,8 @@ def _mask_libvirt_units(root):
                    glob.glob(root + "/usr/lib/systemd/system/virt*") +
                    glob.glob(root + "/usr/lib/systemd/system/libvirt*")
                    if u.endswith((".service", ".socket")))
-    if not any(u.startswith("virtqemud") for u in units):
-        raise LabError("the image's libvirt packages have no virtqemud unit: not the "
-                       "modular daemons of libvirt-daemon-driver-qemu?")
+    if not any(u.startswith(("virtqemud", "libvirtd")) for u in units):
+        raise LabError("the image's libvirt packages have no virtqemud or libvirtd unit")
     for u in units:
         link = root + "/etc/systemd/system/" + u
         if os.path.lexists(link):
