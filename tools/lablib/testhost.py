@@ -79,7 +79,7 @@ HOST_PACKAGES = ["systemd-container"]
 #             package build, which alone takes longer than CI may run);
 #   packages  the .debs of 'tools/lab package libvirt', installed with apt the
 #             way an operator installs them (PACKAGE_INSTALL pulls the rest);
-#             the tests then drive the packaged daemons (/usr/sbin/virtqemud,
+#             the tests then drive the packaged daemon (/usr/sbin/libvirtd,
 #             /etc/libvirt, /run/libvirt) through UNSTEAL_LIBVIRT_PREFIX=/.
 LIBVIRT_FROM = ("tree", "packages")
 PACKAGE_INSTALL = ["libvirt-daemon-system", "libvirt-clients"]
@@ -229,7 +229,7 @@ def _local_repo(root, debs, version):
     _write(root + "/etc/apt/sources.list.d/unsteal-local.sources",
            f"Types: deb\nURIs: file:{LOCAL_REPO}\nSuites: ./\nTrusted: yes\n")
     _write(root + "/etc/apt/preferences.d/unsteal-local",
-           f"Package: *\nPin: origin \"\"\nPin-Priority: 1001\n")
+           "Package: *\nPin: origin \"\"\nPin-Priority: 1001\n")
     check = " ".join(PACKAGE_OURS)
     # After the install: every package of PACKAGE_OURS is ours, then the
     # repository goes (the image needs the installed packages only).
@@ -625,13 +625,13 @@ def _mask_libvirt_units(root):
          f"the daemons): {' '.join(units)}")
 
 
-def package_debs():
+def package_debs(stack_dir=None):
     """(version, [.deb]) of 'tools/lab package libvirt' for the 11.3.0 stack,
     refused when they were built from another series than the one checked out."""
     from . import package
     from .common import read_kv
     from .stack import read_series
-    stack_dir = STACKS["libvirt"]
+    stack_dir = stack_dir or STACKS["libvirt"]
     base = read_kv(os.path.join(stack_dir, "BASE"))
     version = package.local_version(base)
     out = package.outdir(base)
