@@ -17,29 +17,15 @@ import sys
 import tarfile
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WORK = tempfile.mkdtemp(prefix="unsteal-package-test-")
-os.environ["UNSTEAL_BUILD"] = os.path.join(WORK, "build")
-os.environ["UNSTEAL_CACHE"] = os.path.join(WORK, "cache")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+
+WORK = tap.setup("unsteal-package-test-")
+ROOT = tap.ROOT
+ok = tap.ok
 
 from lablib import common, package  # noqa: E402
 from lablib.common import LabError  # noqa: E402
-
-common.PROGRESS = sys.stderr  # stdout is TAP
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, detail=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}")
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines():
-            print(f"# {line}")
 
 
 def tarball(name, files, mode=0o644):
@@ -219,7 +205,4 @@ Timeout:            0
 ok(summary == {"Ok": 431, "Expected Fail": 0, "Fail": 0, "Unexpected Pass": 0, "Skipped": 7,
                "Timeout": 0}, "meson summary parsed", summary)
 
-print(f"1..{n}")
-import shutil  # noqa: E402
-shutil.rmtree(WORK, ignore_errors=True)
-sys.exit(1 if failed else 0)
+sys.exit(tap.end())

@@ -14,31 +14,16 @@ import os
 import subprocess
 import sys
 import tarfile
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WORK = tempfile.mkdtemp(prefix="unsteal-stack-test-")
-os.environ["UNSTEAL_BUILD"] = os.path.join(WORK, "build")
-os.environ["UNSTEAL_CACHE"] = os.path.join(WORK, "cache")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+
+WORK = tap.setup("unsteal-stack-test-")
+ROOT = tap.ROOT
+ok = tap.ok
 
 from lablib import common, stack  # noqa: E402
 from lablib.common import LabError  # noqa: E402
-
-common.PROGRESS = sys.stderr  # stdout is TAP
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, detail=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}")
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines():
-            print(f"# {line}")
 
 
 def make_base(version="1.0"):
@@ -172,9 +157,7 @@ def main():
         ok(base in str(e), "a wrong sha256 pin is reported with the BASE file", e)
     except Exception as e:  # noqa: BLE001
         ok(False, "a wrong sha256 pin is reported with the BASE file", repr(e))
-    print(f"1..{n}")
-    subprocess.run(["rm", "-rf", WORK])
-    return 1 if failed else 0
+    return tap.end()
 
 
 sys.exit(main())

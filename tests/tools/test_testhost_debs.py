@@ -11,34 +11,18 @@ an error that says what to do.
 
 import io
 import os
-import shutil
 import sys
 import tarfile
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WORK = tempfile.mkdtemp(prefix="unsteal-testhost-debs-test-")
-os.environ["UNSTEAL_BUILD"] = os.path.join(WORK, "build")
-os.environ["UNSTEAL_CACHE"] = os.path.join(WORK, "cache")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+
+WORK = tap.setup("unsteal-testhost-debs-test-")
+ROOT = tap.ROOT
+ok = tap.ok
 
 from lablib import common, testhost  # noqa: E402
 from lablib.common import LabError  # noqa: E402
-
-common.PROGRESS = sys.stderr  # stdout is TAP
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, detail=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}")
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines():
-            print(f"# {line}")
 
 
 def write(path, text):
@@ -111,6 +95,4 @@ refused("a build without SUMMARY (unfinished)", "run tools/lab package libvirt")
 package_output(PATCHES, debs=())
 refused("no .deb at all", "run tools/lab package libvirt")
 
-shutil.rmtree(WORK, ignore_errors=True)
-print(f"1..{n}")
-sys.exit(1 if failed else 0)
+sys.exit(tap.end())

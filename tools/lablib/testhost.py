@@ -642,9 +642,10 @@ def package_debs(stack_dir=None):
         raise LabError(f"no finished package build in {rel}: run tools/lab package libvirt "
                        f"first (docs/packaging.md; about 40 minutes the first time)")
     import tarfile
+    series = read_series(stack_dir)
     with tarfile.open(dtar[0]) as tf:
         names = [m.name for m in tf.getmembers()]
-        for name in read_series(stack_dir):
+        for name in series:
             member = f"debian/patches/{package.SUFFIX_NAME}/{name}"
             ours = open(os.path.join(stack_dir, name), "rb").read()
             if member not in names or tf.extractfile(member).read() != ours:
@@ -652,7 +653,7 @@ def package_debs(stack_dir=None):
                                f"({name} differs or is missing): rebuild them with tools/lab "
                                f"package libvirt")
         extra = [n for n in names if n.startswith(f"debian/patches/{package.SUFFIX_NAME}/")
-                 and os.path.basename(n) not in read_series(stack_dir)]
+                 and os.path.basename(n) not in series]
         if extra:
             raise LabError(f"the packages in {rel} carry patches the series no longer has "
                            f"({', '.join(extra)}): rebuild them with tools/lab package libvirt")

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The TAP harness of the tools' unit tests.
+
+setup() gives a test a private build directory and cache (UNSTEAL_BUILD,
+UNSTEAL_CACHE under a fresh temporary WORK directory) and puts tools/lablib
+on the path; it must run before lablib is imported.  ok() prints one TAP
+line; end() prints the plan, removes WORK and returns the exit status.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORK = None
+n = 0
+failed = 0
+
+
+def setup(prefix):
+    global WORK
+    WORK = tempfile.mkdtemp(prefix=prefix)
+    os.environ["UNSTEAL_BUILD"] = os.path.join(WORK, "build")
+    os.environ["UNSTEAL_CACHE"] = os.path.join(WORK, "cache")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from lablib import common
+    common.PROGRESS = sys.stderr  # stdout is TAP
+    return WORK
+
+
+def ok(cond, what, detail=""):
+    global n, failed
+    n += 1
+    print(f"{'ok' if cond else 'not ok'} {n} - {what}")
+    if not cond:
+        failed += 1
+        for line in str(detail).splitlines():
+            print(f"# {line}")
+
+
+def end():
+    print(f"1..{n}")
+    shutil.rmtree(WORK, ignore_errors=True)
+    return 1 if failed else 0
