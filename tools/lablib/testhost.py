@@ -789,7 +789,8 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours"):
            "-nic", "none", "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
            "-append", append] + boot_files
     log = os.path.join(LOGS, f"testhost-{variant}.log")
-    step(f"testhost: booting {variant} ({kernel} kernel): {VARIANTS[variant]['desc']} "
+    which = "our kernel" if kernel == "ours" else "Debian's kernel"
+    step(f"testhost: booting {variant} ({which}): {VARIANTS[variant]['desc']} "
          f"(watchdog {timeout} s; "
          f"console in {os.path.relpath(log, ROOT)})")
     out = Outcome()
@@ -838,6 +839,9 @@ def verdict(variant, out):
                         + ("watchdog expired" if out.timed_out else
                            "no 'up' line: it did not boot to the runner" if out.up_at is None
                            else "it stopped early") + ")")
+    elif not out.results:
+        failed += 1
+        problems.append("the test host finished without reporting a test program")
     if out.splats:
         problems.append(f"kernel problem lines: {out.splats[0]}")
     up = f"{out.up_at:.1f} s" if out.up_at is not None else "never"
@@ -871,11 +875,13 @@ def _lock():
 
 
 def test_build():
-    """tools/lab test: the image (our libvirt built from the work tree), booted
-    with Debian 13's kernel (no kernel build)."""
+    """tools/lab test: the image (our libvirt built from the work tree) and the
+    test-host flavour of our kernel series that every row boots."""
     lock = _lock()
     try:
-        return build()
+        image = build()
+        kernel_image()
+        return image
     finally:
         lock.close()
 
@@ -884,21 +890,21 @@ def tests_in_host(variant):
     return VARIANTS[variant].get("tests", TESTS_IN_HOST)
 
 
-def test_row(variant, timeout=1800):
-    """tools/lab test: tests_in_host(variant) on one row of the matrix; (passed,
-    failed) programs.
+def test_row(variant, timeout=1800, kernel="ours"):
+    """tools/lab test: tests_in_host(variant) on one row of the matrix, booted
+    with our kernel (test_build built it); (passed, failed) programs.
 
     A guest kernel that dies before the run ends (nested TCG has shown an
     int3 oops while the kernel patched its own code) gets one more boot;
     both outcomes are printed."""
     lock = _lock()
     try:
-        out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="debian")
+        out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel=kernel)
         if not out.done and out.splats and not out.timed_out:
             verdict(variant, out)
             step(f"testhost: {variant}: the guest kernel failed before the run ended "
                  f"({out.splats[0]}); booting it once more")
-            out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="debian")
+            out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel=kernel)
         return verdict(variant, out)
     finally:
         lock.close()
@@ -917,14 +923,16 @@ def command(args):
         kernel_image()
         return 0
     variants = list(VARIANTS) if args.variant == "all" else [args.variant]
-    tests = args.tests.split(",") if args.tests else None
+    matrix = args.tests == "matrix"
+    tests = args.tests.split(",") if args.tests and not matrix else None
     known = integration_tests()
     for t in tests or []:
         if t not in known:
-            raise LabError(f"unknown test {t!r}; one of {', '.join(known)}")
+            raise LabError(f"unknown test {t!r}; 'matrix' or one of {', '.join(known)}")
     total_p = total_f = 0
     for v in variants:
-        out = boot(v, timeout=args.timeout, tests=tests, keep=args.keep, kernel=args.kernel)
+        out = boot(v, timeout=args.timeout, tests=tests_in_host(v) if matrix else tests,
+                   keep=args.keep, kernel=args.kernel)
         p, f = verdict(v, out)
         total_p += p
         total_f += f

@@ -108,8 +108,9 @@ def run_all(quick=False):
     # cpu,cpuacct co-mounted (docs/testhost.md).
     if built and os.geteuid() == 0 and not quick:
         from . import testhost
-        if t.stage("test host: Debian 13 image with our libvirt", testhost.test_build) \
-                is not None:
+        image = t.stage("test host: Debian 13 image with our libvirt, our kernel",
+                        testhost.test_build)
+        if image is not None:
             for v in testhost.VARIANTS:
                 t.stage(f"test host {v}: libvirt integration tests "
                         f"({', '.join(testhost.tests_in_host(v))})",

@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab testhost: how a row's serial console becomes its verdict.
+
+No QEMU, no root: console transcripts of the shapes the test host prints
+(terminal escapes before the runner's first line, nested TAP of each test
+program, the runner's summary and 'done') go through the parser and the
+verdict that 'tools/lab test' counts.  A row must only pass when the runner
+finished and reported at least one test program and none failed; and
+'boot --tests matrix' must boot each variant with the list 'tools/lab test'
+runs there.
+"""
+
+import contextlib
+import json
+import os
+import sys
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+
+WORK = tap.setup("unsteal-testhost-verdict-test-")
+ok = tap.ok
+
+from lablib import common, testhost  # noqa: E402
+from lablib.common import LabError  # noqa: E402
+
+os.makedirs(testhost.TH, exist_ok=True)
+
+UP = "Booting from ROM..\x1bc\x1b[?7l\x1b[2Junsteal-testhost: up 3.71 s, kernel 6.12, 2 CPUs"
+GOOD = [UP,
+        "# test: lab_guest (started at 4.35 s)",
+        "# ok 1 - QEMU runs one thread per vCPU",
+        "# ok 2 - busy vCPUs run",
+        "ok 1 - lab_guest",
+        "# test: vcpu_cgroup_v2 (started at 80.1 s)",
+        "ok 2 - vcpu_cgroup_v2 # SKIP the cpu controller is not on cgroup v2 here",
+        "unsteal-testhost: 1 passed, 0 failed, 1 skipped",
+        "unsteal-testhost: done"]
+
+
+def run(lines, variant="v1-comounted"):
+    out = testhost.Outcome()
+    for i, line in enumerate(lines):
+        testhost._parse(out, line, float(i))
+    out.total = float(len(lines))
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is TAP
+        return out, testhost.verdict(variant, out)
+
+
+out, res = run(GOOD)
+ok(res == (1, 0), "a finished run: one passed, the skipped program not counted", res)
+ok(out.up_at == 0.0 and out.guest_uptime == 3.71,
+   "the 'up' line is found behind the firmware's terminal escapes",
+   (out.up_at, out.guest_uptime))
+saved = json.load(open(os.path.join(testhost.TH, "result-v1-comounted.json")))
+ok(saved["skipped"] == ["vcpu_cgroup_v2"] and saved["assertions_ok"] == 2
+   and saved["problems"] == [], "the result file names the skip and counts assertions",
+   saved)
+
+bad = GOOD[:3] + ["# not ok 2 - busy vCPUs run", "not ok 1 - lab_guest"] + GOOD[5:]
+out, res = run(bad)
+ok(res == (0, 1), "a failed program fails the row", res)
+saved = json.load(open(os.path.join(testhost.TH, "result-v1-comounted.json")))
+ok(saved["assertions_not_ok"] == [[False, "lab_guest", "busy vCPUs run"]],
+   "the failed assertion is recorded with its program", saved["assertions_not_ok"])
+
+out, res = run(GOOD[:5])
+ok(res == (1, 1), "a run that stopped before 'done' fails the row", res)
+
+out, res = run([UP, "unsteal-testhost: 0 passed, 0 failed, 0 skipped",
+                "unsteal-testhost: done"])
+ok(res == (0, 1), "a finished run that reported no test program fails the row", res)
+
+out, res = run(["SeaBIOS", "Kernel panic - not syncing: VFS: Unable to mount root fs"])
+saved = json.load(open(os.path.join(testhost.TH, "result-v1-comounted.json")))
+ok(res == (0, 1) and any("did not boot to the runner" in p for p in saved["problems"])
+   and any("Kernel panic" in p for p in saved["problems"]),
+   "a kernel that never reached the runner fails the row and names the panic",
+   saved["problems"])
+
+# boot --tests matrix: each variant with its own list, with the kernel asked for.
+calls = []
+
+
+def fake_boot(variant, timeout, tests, keep, kernel):
+    calls.append((variant, tests, kernel))
+    o = testhost.Outcome()
+    for i, line in enumerate([UP, "ok 1 - lab_guest", "unsteal-testhost: done"]):
+        testhost._parse(o, line, float(i))
+    o.total = 3.0
+    return o
+
+
+testhost.boot = fake_boot
+common.require_root = lambda what: None
+args = types.SimpleNamespace(action="boot", variant="all", tests="matrix", timeout=60,
+                             keep=False, kernel="ours")
+with contextlib.redirect_stdout(sys.stderr):
+    rc = testhost.command(args)
+want = [(v, testhost.tests_in_host(v), "ours") for v in testhost.VARIANTS]
+ok(rc == 0 and calls == want, "--tests matrix boots every variant with its in-host list",
+   calls)
+ok(any("vcpu_cgroup_machined" in c[1] for c in calls if c[0] == "v2-machined")
+   and not any("vcpu_cgroup_machined" in c[1] for c in calls if c[0] != "v2-machined"),
+   "only v2-machined runs the machined tests", calls)
+
+calls.clear()
+args.tests = "lab_guest,no_such_test"
+try:
+    with contextlib.redirect_stdout(sys.stderr):
+        testhost.command(args)
+    ok(False, "an unknown test name is refused", calls)
+except LabError as e:
+    ok("no_such_test" in str(e) and "matrix" in str(e) and not calls,
+       "an unknown test name is refused before any boot", e)
+
+sys.exit(tap.end())
