@@ -38,11 +38,16 @@ def _daemon_name(prefix):
     return "virtqemud"
 
 
-DAEMON = _daemon_name(PREFIX)
-RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
-SOCK = os.path.join(RUNDIR, "virtqemud-sock" if DAEMON == "virtqemud" else "libvirt-sock")
-URI = f"qemu+unix:///system?socket={SOCK}"
-QEMU_CONF = os.path.join(PREFIX, "etc", "libvirt", "qemu.conf")
+def _paths(prefix):
+    """(daemon, run directory, socket, URI, qemu.conf) of the install at prefix."""
+    daemon = _daemon_name(prefix)
+    rundir = os.path.join(prefix, "var", "run", "libvirt")
+    sock = os.path.join(rundir, "virtqemud-sock" if daemon == "virtqemud" else "libvirt-sock")
+    return (daemon, rundir, sock, f"qemu+unix:///system?socket={sock}",
+            os.path.join(prefix, "etc", "libvirt", "qemu.conf"))
+
+
+DAEMON, RUNDIR, SOCK, URI, QEMU_CONF = _paths(PREFIX)
 CGROOT = "/sys/fs/cgroup"
 PARTITION = "machine"
 DEFAULT_SHARED_GROUP = "machine/vcpus.partition"
@@ -59,11 +64,7 @@ def select(prefix=None):
     from . import libvirt
     PREFIX = prefix or libvirt.PREFIX
     LAB = lab_dir(LIBVIRT_STACK) if PREFIX == libvirt.PREFIX else os.path.join(PREFIX, "lab")
-    DAEMON = _daemon_name(PREFIX)
-    RUNDIR = os.path.join(PREFIX, "var", "run", "libvirt")
-    SOCK = os.path.join(RUNDIR, "virtqemud-sock" if DAEMON == "virtqemud" else "libvirt-sock")
-    URI = f"qemu+unix:///system?socket={SOCK}"
-    QEMU_CONF = os.path.join(PREFIX, "etc", "libvirt", "qemu.conf")
+    DAEMON, RUNDIR, SOCK, URI, QEMU_CONF = _paths(PREFIX)
 
 
 def env():

@@ -890,7 +890,7 @@ def tests_in_host(variant):
     return VARIANTS[variant].get("tests", TESTS_IN_HOST)
 
 
-def test_row(variant, timeout=1800, kernel="ours"):
+def test_row(variant, timeout=1800):
     """tools/lab test: tests_in_host(variant) on one row of the matrix, booted
     with our kernel (test_build built it); (passed, failed) programs.
 
@@ -899,12 +899,12 @@ def test_row(variant, timeout=1800, kernel="ours"):
     both outcomes are printed."""
     lock = _lock()
     try:
-        out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel=kernel)
+        out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours")
         if not out.done and out.splats and not out.timed_out:
             verdict(variant, out)
             step(f"testhost: {variant}: the guest kernel failed before the run ended "
                  f"({out.splats[0]}); booting it once more")
-            out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel=kernel)
+            out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours")
         return verdict(variant, out)
     finally:
         lock.close()
