@@ -95,6 +95,37 @@ def main():
     except LabError as e:
         ok(False, "a good series passes check", e)
 
+    # A cover letter: its text is kept, its shortlog follows the series,
+    # and check notices when it no longer announces the series.
+    cover = os.path.join(d, stack.COVER)
+    with open(cover, "w") as fh:
+        fh.write("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+                 "From: T <t@t.invalid>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\n"
+                 "Subject: [PATCH 00/1] demo: Comments for everyone\n\n"
+                 "Why the series exists, written by hand.\n\nT (1):\n  old\n")
+    stack.export(d)
+    text = open(cover).read()
+    ok("[PATCH 0/2] demo: Comments for everyone" in text and
+       "Why the series exists, written by hand." in text and
+       "  demo: Add the first comment\n" in text and "  docs: Extend the README\n" in text and
+       "Date: Thu, 1 Jan 2026 00:00:00 +0000" in text and "hello.c" in text,
+       "export keeps the cover letter's text and regenerates its shortlog", text)
+    ok(open(os.path.join(d, "series")).read().split() == names and os.path.exists(cover),
+       "the cover letter is kept out of the series")
+    try:
+        stack.check(d)
+        ok(True, "a series with a current cover letter passes check")
+    except LabError as e:
+        ok(False, "a series with a current cover letter passes check", e)
+    with open(cover, "w") as fh:
+        fh.write(text.replace("[PATCH 0/2]", "[PATCH 0/3]"))
+    try:
+        stack.check(d)
+        ok(False, "check notices a stale cover letter")
+    except LabError as e:
+        ok("announces 3 patches" in str(e), "check notices a stale cover letter", e)
+    os.unlink(cover)
+
     # A work tree created from the exported stack has the same commits.
     wt2 = stack.ensure_worktree(d, force=True)
     ok(git(wt2, "log", "--format=%s", "base..").split("\n")[:2] ==

@@ -214,6 +214,81 @@ def _stack_key(stack_dir):
     return stack_dir
 
 
+# The cover letter of a series, as on the mailing list: kept beside the
+# patches, not in the series.  Its subject and text are written by hand;
+# export regenerates the rest (the shortlog and the diffstat).
+COVER = "0000-cover-letter.patch"
+COVER_SUBJECT_RE = re.compile(r"^Subject: \[PATCH 0+/(\d+)\] (.*)$", re.M)
+
+
+def _cover_parts(text):
+    """The hand-written parts of a cover letter: Date line, subject, text."""
+    date = re.search(r"^Date: .*$", text, re.M)
+    subject = COVER_SUBJECT_RE.search(text)
+    if not date or not subject:
+        raise LabError(f"{COVER}: no 'Date:' or 'Subject: [PATCH 00/N] ...' line")
+    body = text[text.index("\n\n", subject.end()) + 2:]
+    shortlog = re.search(r"^\S.* \(\d+\):$", body, re.M)
+    if not shortlog:
+        raise LabError(f"{COVER}: no shortlog ('Author (N):' line) after the text")
+    return date.group(0), subject.group(2), body[:shortlog.start()]
+
+
+def _write_cover(stack_dir, wt):
+    """Regenerate the cover letter's shortlog and diffstat, keeping its text."""
+    path = os.path.join(stack_dir, COVER)
+    if not os.path.exists(path):
+        return
+    with open(path) as fh:
+        date, subject, blurb = _cover_parts(fh.read())
+    out = git(["format-patch", "--cover-letter", "--zero-commit", "--no-signature", "--numbered",
+               "--stdout", "--full-index", "--no-renames", "base..HEAD"], cwd=wt,
+              capture=True).stdout
+    cover = out[:out.index("\nFrom 0000000000000000000000000000000000000000", 1) + 1]
+    cover = re.sub(r"^Date: .*$", date, cover, count=1, flags=re.M)
+    cover = cover.replace("*** SUBJECT HERE ***", subject, 1)
+    cover = cover.replace("*** BLURB HERE ***\n\n", blurb, 1)
+    with open(path, "w") as fh:
+        fh.write(cover)
+
+
+def _check_cover(stack_dir, patches):
+    """A cover letter, if the stack has one, counts and names the series."""
+    path = os.path.join(stack_dir, COVER)
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        text = fh.read()
+    m = COVER_SUBJECT_RE.search(text)
+    if not m:
+        return [f"{path}: no 'Subject: [PATCH 00/N] ...' line"]
+    problems = []
+    if int(m.group(1)) != len(patches):
+        problems.append(f"{path}: announces {m.group(1)} patches, the series has "
+                        f"{len(patches)}; run tools/lab export")
+    # The shortlog wraps long subjects; compare with whitespace folded.
+    listed = " ".join(text.split())
+    for name in patches:
+        with open(os.path.join(stack_dir, name)) as fh:
+            subj = " ".join(_unfolded_subject(fh.read()).split())
+        if subj not in listed:
+            problems.append(f"{path}: does not list '{subj}' ({name}); run tools/lab export")
+    return problems
+
+
+def _unfolded_subject(text):
+    """A patch's subject without its [PATCH] tag, header continuation lines joined."""
+    m = HDR_RE.search(text)
+    if not m:
+        return ""
+    subject = m.group(1)
+    for line in text[m.end() + 1:].split("\n"):
+        if not line[:1].isspace() or not line.strip():
+            break
+        subject += " " + line.strip()
+    return subject.strip()
+
+
 def export(stack_dir):
     """Write the work tree's commits since 'base' back as the stack's patches and series."""
     wt = worktree_path(stack_dir)
@@ -233,7 +308,7 @@ def export(stack_dir):
         for old in read_series(stack_dir) + [os.path.basename(p) for p in glob.glob(
                 os.path.join(stack_dir, "[0-9][0-9][0-9][0-9]-*.patch"))]:
             path = os.path.join(stack_dir, old)
-            if os.path.exists(path):
+            if old != COVER and os.path.exists(path):
                 os.unlink(path)
         for name in new:
             shutil.move(os.path.join(tmp, name), os.path.join(stack_dir, name))
@@ -241,6 +316,7 @@ def export(stack_dir):
         shutil.rmtree(tmp, ignore_errors=True)
     with open(os.path.join(stack_dir, "series"), "w") as fh:
         fh.write("".join(n + "\n" for n in new))
+    _write_cover(stack_dir, wt)
     with open(_state_path(wt), "w") as fh:
         json.dump({"series": series_hash(stack_dir), "head": _head(wt)}, fh)
     step(f"export: wrote {len(new)} patch(es) and series to {stack_dir}")
@@ -282,8 +358,8 @@ def check(stack_dir, build_each=None):
     patches = read_series(stack_dir)
     listed = set(patches)
     stray = [os.path.basename(p) for p in glob.glob(os.path.join(stack_dir, "*.patch"))
-             if os.path.basename(p) not in listed]
-    errors = []
+             if os.path.basename(p) not in listed and os.path.basename(p) != COVER]
+    errors = _check_cover(stack_dir, patches)
     if stray:
         errors.append(f"{stack_dir}: patches not in series: {' '.join(stray)}")
     for name in patches:
