@@ -1,13 +1,20 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""vcpu_cgroup and the daemon: restart, live toggling, removed group, bad values.
+"""vcpu_cgroup and the daemon: restart, switching the mode, removed group,
+the administrator's slice, bad values.
 
-- restarting virtqemud with the tunable switched off moves running domains'
-  vCPUs into their own groups, switching it on moves them back, without
-  restarting the guests;
+- cgroup v1: restarting the daemon with the mode switched off moves
+  running domains' vCPUs into their own groups, switching it on moves them
+  back, without restarting the guests;
+- cgroup v2: running domains keep the placement they started with across
+  such a restart (it is chosen at start); domains started afterwards follow
+  the new setting;
 - the shared group is created on demand: removed while empty, it comes back
-  with the next domain; with systemd-machined, where the group is a slice
-  systemd owns, a reverted slice gets its DisableControllers=cpu back;
-- bad values in qemu.conf make the daemon refuse to start and name the
+  with the next domain;
+- with systemd-machined the slice's DisableControllers=cpu is the
+  administrator's: when an override drops it, a sharing domain fails to
+  start with an error naming the slice, and the slice keeps the override;
+  once the administrator reverts it, domains share again;
+- a bad value in qemu.conf makes the daemon refuse to start and name the
   option and the value.
 """
 
@@ -20,7 +27,7 @@ from labtest import LabError, daemon, guest
 
 
 def disabled_controllers(unit):
-    p = subprocess.run(["systemctl", "show", "-p", "DisableControllers", unit],
+    p = subprocess.run(["systemctl", "show", "-p", "DisableControllers", "--value", unit],
                        capture_output=True, text=True)
     return p.stdout.strip()
 
@@ -38,18 +45,28 @@ def check_removed_group(t):
     t.ok(vcpucg.all_shared(c), "and its vCPU is placed there", vcpucg.placement_report(c))
 
 
-def check_slice_revert(t):
-    """With machined systemd owns the slice: an administrator's revert drops
-    the runtime DisableControllers=cpu, and the next domain sets it again."""
-    p = subprocess.run(["systemctl", "revert", vcpucg.SHARED_SLICE],
+def check_slice_override(t):
+    """With machined the slice is systemd's, configured by the administrator."""
+    slice_ = vcpucg.SHARED_SLICE
+    t.eq(disabled_controllers(slice_), "cpu",
+         f"{slice_} has DisableControllers=cpu from its unit file")
+    p = subprocess.run(["systemctl", "set-property", "--runtime", slice_, "DisableControllers="],
                        capture_output=True, text=True)
-    t.ok(p.returncode == 0, f"systemctl revert {vcpucg.SHARED_SLICE}", p.stderr)
-    t.eq(disabled_controllers(vcpucg.SHARED_SLICE), "DisableControllers=",
-         "the revert dropped DisableControllers")
+    t.ok(p.returncode == 0, f"an administrator drops DisableControllers on {slice_}", p.stderr)
+    try:
+        guest.create("vc-override", vcpus=1, workload="idle")
+        started, err = True, ""
+    except LabError as e:
+        started, err = False, str(e)
+    t.ok(not started, "a sharing domain does not start in a slice that gives it cpu")
+    t.ok("DisableControllers=cpu" in err and slice_ in err,
+         "the error names the slice and DisableControllers=cpu", err[-600:])
+    t.eq(disabled_controllers(slice_), "",
+         "the administrator's override is left alone")
+    p = subprocess.run(["systemctl", "revert", slice_], capture_output=True, text=True)
+    t.ok(p.returncode == 0, f"systemctl revert {slice_}", p.stderr)
     c = guest.create("vc-again", vcpus=1, workload="idle")
-    t.eq(disabled_controllers(vcpucg.SHARED_SLICE), "DisableControllers=cpu",
-         "the next domain sets it again")
-    t.ok(vcpucg.all_shared(c), "and its vCPU is placed in the slice without cpu",
+    t.ok(vcpucg.all_shared(c), "after the revert a domain shares again",
          vcpucg.placement_report(c))
 
 
@@ -57,51 +74,62 @@ def main(t):
     daemon.stop()
     daemon.start(vcpu_cgroup="per-host", quiet=True)
     a = guest.create("vc-restart", vcpus=2, workload="idle")
-    b = guest.create("vc-tuned", vcpus=1, workload="idle", cputune={"quota": "50000"})
+    b = guest.create("vc-tuned", vcpus=2, workload="idle", cputune={"quota": "50000"})
     pid = guest.qemu_pid(a)
     t.ok(vcpucg.all_shared(a) and vcpucg.all_own(b), "initial placement follows the rule")
 
     daemon.start(vcpu_cgroup="per-domain", quiet=True)
     t.eq(guest.qemu_pid(a), pid, "the guest kept running across the daemon restart")
-    t.ok(vcpucg.all_own(a), "tunable off + restart: vCPUs moved into their own groups",
-         vcpucg.placement_report(a))
-    t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain", "domstats after reconnect")
+    if vcpucg.V2:
+        t.ok(vcpucg.all_shared(a), "cgroup v2: mode off + restart: the domain keeps its placement",
+             vcpucg.placement_report(a))
+        t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-host",
+             "domstats reports where it is")
+        c = guest.create("vc-new", vcpus=1, workload="idle")
+        t.ok(vcpucg.all_own(c), "a domain started now is placed per domain",
+             vcpucg.placement_report(c))
+        daemon.virsh(["destroy", c], capture=True)
+    else:
+        t.ok(vcpucg.all_own(a), "mode off + restart: vCPUs moved into their own groups",
+             vcpucg.placement_report(a))
+        t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain", "domstats after reconnect")
+    t.eq(labtest.cgroup_value("cpu", vcpucg.domain_group(b), "cpu.shares"),
+         vcpucg.DEFAULT_SHARES, "mode off: the domain with a quota has its stock weight back")
 
     daemon.start(vcpu_cgroup="per-host", quiet=True)
-    t.ok(vcpucg.all_shared(a), "tunable on + restart: vCPUs moved back to the shared group",
+    t.ok(vcpucg.all_shared(a), "mode on + restart: the vCPUs are in the shared group",
          vcpucg.placement_report(a))
     t.ok(vcpucg.all_own(b), "the domain with a quota stays in its own groups")
-    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(vcpucg.domain_group(b), 0), "cpu.cfs_quota_us"),
+    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(vcpucg.domain_group(b), 0),
+                              "cpu.cfs_quota_us"),
          "50000", "and keeps its quota")
+    t.eq(labtest.cgroup_value("cpu", vcpucg.domain_group(b), "cpu.shares"),
+         str(2 * int(vcpucg.DEFAULT_SHARES)), "and weighs the default per vCPU again")
     t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-host", "domstats after reconnect")
 
-    # Removed shared group comes back on demand.
+    # The shared group is created on demand; with machined it is the
+    # administrator's slice.
     daemon.virsh(["destroy", a], capture=True)
     if vcpucg.MACHINED:
-        check_slice_revert(t)
+        check_slice_override(t)
     else:
         check_removed_group(t)
 
-    # Bad values: the daemon refuses to start and says why.
+    # A bad value: the daemon refuses to start and says why.
     daemon.stop()
     log = os.path.join(labtest.daemon.BUILD, "logs", "virtqemud.log")
-    for extra, words in [
-        ({"vcpu_cgroup": '"bogus"'}, ["vcpu_cgroup", "bogus"]),
-        ({"vcpu_cgroup_partition": '"machine/vcpus"'}, ["vcpu_cgroup_partition", "machine/vcpus"]),
-        ({"vcpu_cgroup_partition": '"/machine/../x"'}, ["vcpu_cgroup_partition", "/machine/../x"]),
-    ]:
-        if os.path.exists(log):
-            os.unlink(log)
-        try:
-            daemon.start(quiet=True, extra=extra)
-            started = True
-        except LabError:
-            started = False
-        t.ok(not started, f"the daemon refuses to start with {extra}")
-        text = open(log).read() if os.path.exists(log) else ""
-        t.ok(all(w in text for w in words), f"its log names {words[0]} and the value",
-             text[-600:])
-        daemon.stop()
+    if os.path.exists(log):
+        os.unlink(log)
+    try:
+        daemon.start(quiet=True, extra={"vcpu_cgroup": '"bogus"'})
+        started = True
+    except LabError:
+        started = False
+    t.ok(not started, "the daemon refuses to start with vcpu_cgroup = \"bogus\"")
+    text = open(log).read() if os.path.exists(log) else ""
+    t.ok("vcpu_cgroup" in text and "bogus" in text, "its log names vcpu_cgroup and the value",
+         text[-600:])
+    daemon.stop()
 
 
 labtest.run(main)

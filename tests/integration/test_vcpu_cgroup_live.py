@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""vcpu_cgroup = "per-host": live schedinfo moves, --config, emulator tunables.
+"""vcpu_cgroup = "per-host" on cgroup v1: live schedinfo moves, --config,
+emulator tunables.
 
 A live change that makes a domain's vCPU tunables diverge moves its vCPU
 threads into their own groups, which carry the new limit before the move;
 writing the defaults back moves them into the shared group.  --config
 changes take effect at the next start.  Emulator tunables never move vCPUs.
+On cgroup v2 placement is chosen at start and kept while a domain runs:
+test_vcpu_cgroup_v2 covers live changes there.
 """
 
 import labtest
@@ -13,10 +16,12 @@ from labtest import daemon, guest
 
 
 def main(t):
+    if vcpucg.V2:
+        labtest.skip_all("cgroup v2 keeps placement while a domain runs (test_vcpu_cgroup_v2)")
     daemon.stop()
     daemon.start(vcpu_cgroup="per-host", quiet=True)
     a = guest.create("vc-live", vcpus=2, workload="idle", persistent=True)
-    dom = home = vcpucg.domain_group(a)
+    dom = vcpucg.domain_group(a)
     t.ok(vcpucg.all_shared(a), "starts in the shared group", vcpucg.placement_report(a))
 
     cases = [
@@ -25,14 +30,12 @@ def main(t):
         ("cpu_shares=2048", f"cpu_shares={vcpucg.DEFAULT_SHARES}", "", "cpu.shares", "2048"),
         ("global_quota=150000", "global_quota=-1", "", "cpu.cfs_quota_us", "150000"),
     ]
-    own = None
     for diverge, reset, sub, knob, want in cases:
-        with vcpucg.watch_memory_max(own) as capped:
-            p = vcpucg.schedinfo(a, diverge)
+        p = vcpucg.schedinfo(a, diverge)
         t.ok(p.returncode == 0, f"schedinfo --live --set {diverge} succeeds", p.stderr)
         t.ok(vcpucg.all_own(a), f"{diverge}: vCPUs moved into their own groups",
              vcpucg.placement_report(a))
-        dom = own = vcpucg.domain_group(a)
+        dom = vcpucg.domain_group(a)
         # libvirt writes the global quota into a machine scope's nested
         # group, and the weight through systemd onto the scope itself
         if sub:
@@ -43,30 +46,14 @@ def main(t):
              f"{diverge}: {path}/{knob} holds the requested value")
         t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain",
              f"{diverge}: domstats says per-domain")
-        if vcpucg.V2:
-            t.eq(capped, [], f"{diverge}: the process never ran in {dom} under a limit")
-        with vcpucg.watch_memory_max(home) as capped:
-            p = vcpucg.schedinfo(a, reset)
+        p = vcpucg.schedinfo(a, reset)
         t.ok(p.returncode == 0, f"schedinfo --live --set {reset} succeeds", p.stderr)
         t.ok(vcpucg.all_shared(a), f"{reset}: vCPUs back in the shared group",
              vcpucg.placement_report(a))
-        if vcpucg.V2:
-            # Without <hard_limit> no group the domain is in has a memory
-            # limit, also not while it moves into the group an earlier
-            # move left behind capped at what it held.
-            dom = vcpucg.domain_group(a)
-            t.eq(labtest.cgroup_value("memory", dom, "memory.max"), "max",
-                 f"{reset}: no memory limit in {dom}")
-            t.eq(capped, [], f"{reset}: the process never ran in {dom} under a limit")
 
     p = vcpucg.schedinfo(a, "emulator_quota=50000")
     t.ok(p.returncode == 0, "emulator_quota can be set", p.stderr)
-    if vcpucg.V2:
-        # No cpu controller below the shared partition: the domain moves out.
-        t.ok(vcpucg.all_own(a), "cgroup v2: emulator tunables move the domain out",
-             vcpucg.placement_report(a))
-    else:
-        t.ok(vcpucg.all_shared(a), "emulator tunables do not move vCPUs")
+    t.ok(vcpucg.all_shared(a), "emulator tunables do not move vCPUs")
     dom = vcpucg.domain_group(a)
     t.eq(labtest.cgroup_value("cpu", vcpucg.emulator_path(dom), "cpu.cfs_quota_us"), "50000",
          "the emulator group holds its quota")

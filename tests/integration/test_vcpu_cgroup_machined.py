@@ -1,22 +1,21 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """vcpu_cgroup = "per-host" with systemd-machined on cgroup v2.
 
-With machined every domain is a machine in a systemd scope, and a scope
-cannot change its slice.  The shared partition is the slice
-machine-vcpus.slice with DisableControllers=cpu; a live move starts a new
-scope for the QEMU process in the other slice and registers the machine
-again (docs/vcpu-cgroup-v2.md).  This test holds systemd, machined and
-libvirt to one view of each domain through those moves:
+With machined every domain is a machine in a systemd scope, and systemd
+owns the tree outside the scopes.  The shared partition is the slice
+machine-vcpus.slice, whose DisableControllers=cpu comes from the unit file
+libvirt installs:
 
-- at start each domain is a machine whose scope is in the vCPU slice,
-  which does not enable cpu for its scopes; domstats says per-host and
-  the daemon does not warn;
-- a live quota moves the domain into a scope in machine.slice under its
-  own name; machined, systemd and the domain's vCPU groups agree, no
-  temporary scope is left, and the quota is in the new scope's vcpu0
-  group; the reset moves it back the same way;
-- a daemon restart reconnects to a moved domain;
-- destroy after moves removes the scope and machined forgets the machine.
+- at start a sharing domain is a machine whose scope is in the vCPU slice,
+  which does not enable cpu for its scopes; machined, systemd and the
+  cgroup tree agree on it; domstats says per-host and the daemon does not
+  warn; the slice's CPUWeight is 100 per vCPU in it;
+- a domain with a quota is a machine in machine.slice, as with stock
+  libvirt, with its quota, and weighs 100 per vCPU;
+- a live change that would move a machine to the other slice is refused,
+  the machine stays where it is, and machined keeps it;
+- a daemon restart finds each machine where it is and keeps the weights;
+- destroy removes the scope and machined forgets the machine.
 
 Runs on a test host with systemd, cgroup v2 and machined
 (tools/lab testhost --variant v2-machined); skips elsewhere.
@@ -47,8 +46,6 @@ def check_machine(t, n, slice_, what):
     t.eq(vcpucg.machine_unit(n), scope, f"{what}: machined has that scope as {n}'s unit")
     t.eq(run("systemctl", "show", "-p", "Slice", "--value", scope or "none"), slice_,
          f"{what}: systemd has the scope in {slice_}")
-    t.eq(run("systemctl", "list-units", "--all", "--plain", "--no-legend",
-             "libvirt-qemu-move-*"), "", f"{what}: no temporary scope is left")
     return dom
 
 
@@ -58,6 +55,7 @@ def main(t):
     daemon.start(vcpu_cgroup="per-host", quiet=True)
     a = guest.create("vc-md", vcpus=2, workload="idle")
     b = guest.create("vc-md2", vcpus=1, workload="idle")
+    c = guest.create("vc-mdq", vcpus=2, workload="idle", cputune={"quota": "50000"})
     for n in (a, b):
         check_machine(t, n, vcpucg.SHARED_SLICE, "start")
         t.ok(vcpucg.all_shared(n), f"{n}: its vCPUs are in its scope, below the vCPU slice",
@@ -66,42 +64,44 @@ def main(t):
              f"{n}: domstats says per-host")
     t.ok(not vcpucg.shared_partition_enables_cpu(),
          "the vCPU slice does not enable cpu for its scopes")
+    t.eq(run("systemctl", "show", "-p", "CPUWeight", "--value", vcpucg.SHARED_SLICE), "300",
+         "the vCPU slice's CPUWeight is 100 per vCPU in it")
     with open(LOG, "rb") as fh:
         fh.seek(log_start)
         warned = [x for x in fh.read().decode(errors="replace").splitlines(True)
-                  if "cannot be used on this host" in x]
-    t.eq(warned, [], "virtqemud does not warn about per-host placement")
+                  if "cannot be used on this host" in x or "per-host" in x and "error" in x]
+    t.eq(warned, [], "the daemon neither warns nor errs about per-host placement")
+
+    dom = check_machine(t, c, "machine.slice", "quota")
+    t.ok(vcpucg.all_own(c), "the domain with a quota has its own groups",
+         vcpucg.placement_report(c))
+    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(dom, 0), "cpu.cfs_quota_us"), "50000",
+         "its quota is in its scope's vcpu0 group")
+    t.eq(run("systemctl", "show", "-p", "CPUWeight", "--value", os.path.basename(dom)), "200",
+         "its scope's CPUWeight is 100 per vCPU")
 
     pid = guest.qemu_pid(a)
     p = vcpucg.schedinfo(a, "vcpu_quota=50000")
-    t.ok(p.returncode == 0, "live vcpu_quota works", p.stderr)
-    dom = check_machine(t, a, "machine.slice", "vcpu_quota")
-    t.ok(vcpucg.all_own(a), "vcpu_quota: its vCPUs are in the new scope's groups",
-         vcpucg.placement_report(a))
-    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(dom, 0), "cpu.cfs_quota_us"), "50000",
-         "the quota is in the new scope's vcpu0 group")
+    t.ok(p.returncode != 0 and "--config" in p.stderr,
+         "a live quota on a machine in the vCPU slice is refused", p.stdout + p.stderr)
+    check_machine(t, a, vcpucg.SHARED_SLICE, "refused quota")
     t.eq(guest.qemu_pid(a), pid, "the guest kept running")
 
-    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
-    t.ok(p.returncode == 0, "live vcpu_quota=-1 works", p.stderr)
-    check_machine(t, a, vcpucg.SHARED_SLICE, "vcpu_quota=-1")
-    t.ok(vcpucg.all_shared(a), "vcpu_quota=-1: back below the vCPU slice",
-         vcpucg.placement_report(a))
-
-    # Moved out again, the daemon restarts and finds it where it is.
-    vcpucg.schedinfo(a, "vcpu_quota=50000")
     daemon.start(vcpu_cgroup="per-host", quiet=True)
-    check_machine(t, a, "machine.slice", "daemon restart")
-    t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain",
-         "after the restart domstats says per-domain")
-    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
-    t.ok(p.returncode == 0 and vcpucg.all_shared(a),
-         "after the restart the reset moves it back", p.stderr + vcpucg.placement_report(a))
+    check_machine(t, a, vcpucg.SHARED_SLICE, "daemon restart")
+    check_machine(t, c, "machine.slice", "daemon restart")
+    t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-host",
+         "after the restart domstats says per-host")
+    t.eq(vcpucg.domstats(c).get("cpu.vcpu_cgroup"), "per-domain",
+         "and per-domain for the domain with a quota")
+    t.eq(run("systemctl", "show", "-p", "CPUWeight", "--value", vcpucg.SHARED_SLICE), "300",
+         "the vCPU slice keeps its weight")
 
-    for n in (a, b):
-        scope = os.path.basename(vcpucg.domain_group(n))
+    for n in (a, b, c):
+        dom = vcpucg.domain_group(n)
+        scope = os.path.basename(dom)
         daemon.virsh(["destroy", n], capture=True)
-        gone = os.path.join(labtest.controller_dir("cpu"), vcpucg.SHARED.lstrip("/"), scope)
+        gone = os.path.join(labtest.controller_dir("cpu"), dom.lstrip("/"))
         t.ok(labtest.wait_for(lambda: not os.path.isdir(gone), 5),
              f"destroy removes {n}'s scope {scope}")
         t.eq(vcpucg.machine(n), None, f"and machined forgets {n}")

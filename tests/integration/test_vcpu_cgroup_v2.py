@@ -1,24 +1,25 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""vcpu_cgroup = "per-host" on cgroup v2: one scheduling entity, limits per domain.
+"""vcpu_cgroup = "per-host" on cgroup v2: placement at start, limits per domain.
 
 Runs only where the cpu controller is on cgroup v2 (the test host's v2
-variants); docs/vcpu-cgroup-v2.md has the design.
+variants).
 
-- the shared partition does not enable cpu for its children, and each
-  domain below it keeps its own group for memory, io and cpuset;
+- a sharing domain has its whole group below the shared partition, which
+  has the cpu controller but does not enable it for its children; the
+  partition weighs 100 per vCPU below it, a domain with its own group for
+  a quota 100 per vCPU, a domain with <shares> exactly that;
 - the scheduling effect with real domains: a 2-vCPU and a 1-vCPU busy
   domain on a 2-CPU host get the same CPU time per vCPU in the shared
   partition, and per domain (stock placement) the 2-vCPU domain gets half
   of it per vCPU;
-- memory already charged stays with the group a move left behind: that
-  group is kept until the domain stops, capped at what it holds, and the
-  domain's group gets the rest of the hard limit, so the two never exceed
-  it; a live memtune change splits the new limit the same way;
-- stopping the domain removes both groups;
-- with systemd-machined systemd removes the scope a domain leaves, and
-  what it held is charged to the slice above: the domain's scope gets the
-  hard limit less what the scopes it left held, machined follows the
-  domain to each new scope, and stopping it removes the scope.
+- limits stay per domain below the partition: memory, cpuset; a live
+  memtune writes the domain's own group, and stays there;
+- placement is kept while a domain runs: a live change that would give a
+  sharing domain CPU tunables of its own is refused before anything
+  changes and says how to apply it (--config and a restart); --config
+  applies at the next start; a domain with its own group may go back to
+  the defaults live, and joins the partition at its next start;
+- stopping a domain removes its group.
 """
 
 import os
@@ -45,14 +46,6 @@ def limits(dom):
     return labtest.domain_sub(dom, "memory") if vcpucg.MACHINED else dom
 
 
-def other_group(dom):
-    """The domain's group in the partition it is not in."""
-    base = os.path.basename(dom)
-    if os.path.dirname(dom) == vcpucg.SHARED:
-        return "/machine/" + base
-    return vcpucg.SHARED + "/" + base
-
-
 def vcpu_shares(names, seconds=6):
     """CPU time per vCPU thread over a window, as a fraction of a CPU."""
     tids = {(n, i): (guest.qemu_pid(n), tid) for n in names
@@ -74,122 +67,21 @@ def fmt(shares):
     return ", ".join(f"{n}/vcpu{i} {v:.2f}" for (n, i), v in sorted(shares.items()))
 
 
-def check_split(t, a, limit_kib, what):
-    dom = vcpucg.domain_group(a)
-    left = other_group(dom)
-    t.ok(os.path.isdir(group_dir(left)), f"{what}: the group left behind is kept", left)
-    held = int(read(left, "memory.current"))
-    cap = int(read(left, "memory.max"))
-    t.ok(held <= cap <= held + 4 * MiB,
-         f"{what}: the group left behind is capped at what it holds",
-         f"memory.current {held}, memory.max {cap}")
-    own_max = int(read(dom, "memory.max"))
-    want = limit_kib * 1024 - cap
-    t.ok(abs(own_max - want) <= 4096,
-         f"{what}: the domain's group gets the rest of the hard limit",
-         f"memory.max {own_max}, limit {limit_kib * 1024} - left behind {cap} = {want}")
-    total = int(read(dom, "memory.current")) + held
-    t.ok(total <= limit_kib * 1024, f"{what}: both groups together stay within the limit",
-         f"{total} <= {limit_kib * 1024}")
-    t.eq(read(left, "cgroup.procs"), "", f"{what}: no task is left behind")
-    return dom, left
-
-
-def check_memory_kept(t, a, limit_kib):
-    """The group a move leaves behind is kept and capped (no machined)."""
-    dom = vcpucg.domain_group(a)
-    # Out of the shared partition: memory charged so far stays behind.
-    p = vcpucg.schedinfo(a, "vcpu_quota=50000")
-    t.ok(p.returncode == 0 and vcpucg.all_own(a), "vcpu_quota moves the domain out",
-         p.stderr + vcpucg.placement_report(a))
-    check_split(t, a, limit_kib, "moved out")
-
-    # Back in: the group it left is its group again.
-    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
-    t.ok(p.returncode == 0 and vcpucg.all_shared(a), "vcpu_quota=-1 moves it back",
-         p.stderr + vcpucg.placement_report(a))
-    t.eq(vcpucg.domain_group(a), dom, "into the group it had before")
-    check_split(t, a, limit_kib, "moved back")
-
-    # A live memtune change is split too.
-    limit_kib = 640 * 1024
-    p = daemon.virsh(["memtune", a, "--hard-limit", str(limit_kib), "--live"],
-                     check=False, capture=True)
-    t.ok(p.returncode == 0, "memtune --hard-limit after moves", p.stderr)
-    check_split(t, a, limit_kib, "new hard limit")
-
-    # Stopping the domain removes both groups.
-    dom = vcpucg.domain_group(a)
-    left = other_group(dom)
-    daemon.virsh(["destroy", a], capture=True)
-    t.ok(not os.path.isdir(group_dir(dom)) and not os.path.isdir(group_dir(left)),
-         "destroy removes the domain's group and the one left behind")
-
-
-def check_moved_machined(t, a, limit_kib, left, old, what):
-    dom = vcpucg.domain_group(a)
-    t.ok(dom != old and not os.path.isdir(group_dir(old)),
-         f"{what}: the domain is in a new scope, systemd removed the one it left",
-         f"{old} -> {dom}")
-    t.eq(vcpucg.machine_unit(a), os.path.basename(dom), f"{what}: machined has the new scope")
-    own_max = int(read(limits(dom), "memory.max"))
-    want = limit_kib * 1024 - left
-    t.ok(abs(own_max - want) <= 8 * MiB,
-         f"{what}: the domain's scope gets the hard limit less what the scopes it left held",
-         f"memory.max {own_max}, limit {limit_kib * 1024} - left {left} = {want}")
-    return dom
-
-
-def check_memory_machined(t, a, limit_kib):
-    """With machined systemd removes the scope a domain leaves, and what it
-    held is charged to the slice above: the domain's scope gets the hard
-    limit less the memory the scopes it left held at the moves."""
-    dom = vcpucg.domain_group(a)
-    left = int(read(dom, "memory.current"))
-    p = vcpucg.schedinfo(a, "vcpu_quota=50000")
-    t.ok(p.returncode == 0 and vcpucg.all_own(a), "vcpu_quota moves the domain out",
-         p.stderr + vcpucg.placement_report(a))
-    dom = check_moved_machined(t, a, limit_kib, left, dom, "moved out")
-
-    left += int(read(dom, "memory.current"))
-    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
-    t.ok(p.returncode == 0 and vcpucg.all_shared(a), "vcpu_quota=-1 moves it back",
-         p.stderr + vcpucg.placement_report(a))
-    dom = check_moved_machined(t, a, limit_kib, left, dom, "moved back")
-
-    limit_kib = 640 * 1024
-    p = daemon.virsh(["memtune", a, "--hard-limit", str(limit_kib), "--live"],
-                     check=False, capture=True)
-    t.ok(p.returncode == 0, "memtune --hard-limit after moves", p.stderr)
-    own_max = int(read(limits(dom), "memory.max"))
-    t.ok(abs(own_max - (limit_kib * 1024 - left)) <= 8 * MiB,
-         "new hard limit: less what the scopes the domain left held",
-         f"memory.max {own_max}, limit {limit_kib * 1024} - left {left}")
-
-    scope = os.path.basename(dom)
-    daemon.virsh(["destroy", a], capture=True)
-    t.ok(labtest.wait_for(lambda: not os.path.isdir(group_dir(dom)), 5),
-         f"destroy removes the machine's scope {scope}")
-    t.eq(vcpucg.machine_unit(a), None, "and machined forgets the machine")
-
-
-def main(t):
-    if not vcpucg.V2:
-        labtest.skip_all("the cpu controller is not on cgroup v2 here")
-    daemon.stop()
-
-    # The scheduling effect, per domain first (stock placement) ...
+def check_scheduling(t):
     daemon.start(vcpu_cgroup="per-domain", quiet=True)
-    big = guest.create("v2-big", vcpus=2, workload="busy")
-    small = guest.create("v2-small", vcpus=1, workload="busy")
+    big = guest.create("v2-big", vcpus=2, workload="spin")
+    small = guest.create("v2-small", vcpus=1, workload="spin")
     time.sleep(2)
     per_domain = vcpu_shares([big, small])
     r_dom = ratio(per_domain, big, small)
     t.ok(r_dom < 0.75, "per-domain: a 2-vCPU domain's vCPUs get less than a 1-vCPU domain's",
          f"ratio {r_dom:.2f}: {fmt(per_domain)}")
+    daemon.virsh(["destroy", big], capture=True)
+    daemon.virsh(["destroy", small], capture=True)
 
-    # ... then in the shared partition (the daemon restart moves them).
     daemon.start(vcpu_cgroup="per-host", quiet=True)
+    big = guest.create("v2-big", vcpus=2, workload="spin")
+    small = guest.create("v2-small", vcpus=1, workload="spin")
     t.ok(vcpucg.all_shared(big) and vcpucg.all_shared(small),
          "per-host: both domains are below the shared partition",
          vcpucg.placement_report(big) + "\n" + vcpucg.placement_report(small))
@@ -197,6 +89,8 @@ def main(t):
          "the shared partition does not enable cpu for its children")
     t.ok(not os.path.exists(group_dir(vcpucg.domain_group(big)) + "/cpu.weight"),
          "a shared domain's group has no cpu controller of its own")
+    t.eq(labtest.cgroup_value("cpu", vcpucg.SHARED, "cpu.shares"), "300",
+         "the shared partition weighs 100 per vCPU below it")
     time.sleep(2)
     per_host = vcpu_shares([big, small])
     r_host = ratio(per_host, big, small)
@@ -206,8 +100,9 @@ def main(t):
     daemon.virsh(["destroy", big], capture=True)
     daemon.virsh(["destroy", small], capture=True)
 
-    # Limits stay per domain below the shared partition.
-    a = guest.create("v2-mem", vcpus=1, workload="idle")
+
+def check_limits(t):
+    a = guest.create("v2-mem", vcpus=2, workload="idle", persistent=True)
     b = guest.create("v2-other", vcpus=1, workload="idle")
     limit_kib = 768 * 1024
     p = daemon.virsh(["memtune", a, "--hard-limit", str(limit_kib), "--live"],
@@ -223,12 +118,70 @@ def main(t):
     ctrls = read(dom, "cgroup.controllers").split()
     t.ok({"memory", "cpuset"} <= set(ctrls) and "cpu" not in ctrls,
          "the domain's group has memory and cpuset, but no cpu", ctrls)
+    return a, b, dom
 
-    if vcpucg.MACHINED:
-        check_memory_machined(t, a, limit_kib)
-    else:
-        check_memory_kept(t, a, limit_kib)
-    daemon.virsh(["destroy", b], capture=True)
+
+def check_kept_placement(t, a, dom):
+    """A live change cannot move a running domain to another partition."""
+    pid = guest.qemu_pid(a)
+    for setting in ("vcpu_quota=50000", "cpu_shares=200", "emulator_quota=50000"):
+        p = vcpucg.schedinfo(a, setting)
+        t.ok(p.returncode != 0, f"schedinfo --live --set {setting} is refused", p.stdout)
+        t.ok("--config" in p.stderr and "restart" in p.stderr,
+             f"{setting}: the error says how to apply it", p.stderr)
+        t.ok(vcpucg.all_shared(a) and vcpucg.domain_group(a) == dom,
+             f"{setting}: the domain stays where it was", vcpucg.placement_report(a))
+    t.eq(guest.qemu_pid(a), pid, "the guest kept running")
+    p = vcpucg.schedinfo(a, "vcpu_quota=500")
+    t.ok(p.returncode != 0 and "range" in p.stderr, "an invalid value is refused as invalid",
+         p.stderr)
+    p = vcpucg.schedinfo(a, "cpu_shares=100", "vcpu_quota=-1")
+    t.ok(p.returncode == 0, "writing the defaults live is accepted", p.stderr)
+    t.ok(vcpucg.all_shared(a), "and changes nothing", vcpucg.placement_report(a))
+    info = vcpucg.schedinfo(a, live=True).stdout
+    t.ok("cpu_shares     : 100" in info, "schedinfo reports the defaults", info)
+
+    # --config applies at the next start, in its own group
+    p = vcpucg.schedinfo(a, "vcpu_quota=50000", live=False, config=True)
+    t.ok(p.returncode == 0, "schedinfo --config --set vcpu_quota=50000", p.stderr)
+    daemon.virsh(["destroy", a], capture=True)
+    t.ok(labtest.wait_for(lambda: not os.path.isdir(group_dir(dom)), 5),
+         "destroy removes the domain's group", dom)
+    daemon.virsh(["start", a], capture=True)
+    guest.wait_console(a, "unsteal-guest: ready")
+    own = vcpucg.domain_group(a)
+    t.ok(vcpucg.all_own(a), "at the next start the domain has its own groups",
+         vcpucg.placement_report(a))
+    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(own, 0), "cpu.cfs_quota_us"), "50000",
+         "with its quota")
+    t.eq(labtest.cgroup_value("cpu", own, "cpu.shares"), "200",
+         "weighing 100 per vCPU like the partition")
+
+    # A domain with its own group may go back to the defaults live
+    p = vcpucg.schedinfo(a, "vcpu_quota=-1")
+    t.ok(p.returncode == 0, "schedinfo --live --set vcpu_quota=-1 on a domain with its own group",
+         p.stderr)
+    t.ok(vcpucg.all_own(a), "it keeps its group while it runs", vcpucg.placement_report(a))
+    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(own, 0), "cpu.cfs_quota_us"), "max",
+         "without the quota")
+    p = vcpucg.schedinfo(a, "vcpu_quota=-1", live=False, config=True)
+    daemon.virsh(["destroy", a], capture=True)
+    daemon.virsh(["start", a], capture=True)
+    guest.wait_console(a, "unsteal-guest: ready")
+    t.ok(vcpucg.all_shared(a), "and joins the partition at its next start",
+         vcpucg.placement_report(a))
+
+
+def main(t):
+    if not vcpucg.V2:
+        labtest.skip_all("the cpu controller is not on cgroup v2 here")
+    daemon.stop()
+    check_scheduling(t)
+    a, b, dom = check_limits(t)
+    check_kept_placement(t, a, dom)
+    for n in (a, b):
+        daemon.virsh(["destroy", n], check=False, capture=True)
+    daemon.virsh(["undefine", a], check=False, capture=True)
 
 
 labtest.run(main)

@@ -5,11 +5,9 @@ Placement is read from /proc/PID/task/TID/cgroup and the cgroup files,
 never from libvirt.
 """
 
-import contextlib
 import glob
 import os
 import subprocess
-import threading
 
 import labtest
 from labtest import daemon, guest
@@ -29,8 +27,8 @@ DEFAULT_SHARES = "100" if V2 else "1024"
 def domain_group(name):
     """The domain's own group in the cpu hierarchy (NAME or qemu-ID-NAME).
 
-    On cgroup v2 the group the QEMU process is in now: below /machine or
-    below the shared partition (a move may leave the other one behind)."""
+    On cgroup v2 the group the QEMU process is in: below /machine or below
+    the shared partition."""
     if V2:
         try:
             pid = guest.qemu_pid(name)
@@ -146,37 +144,3 @@ def machine_unit(name):
 
 def placement_report(name):
     return "\n".join(f"vcpu{i}: {p}" for i, p in vcpu_groups(name).items())
-
-
-@contextlib.contextmanager
-def watch_memory_max(group):
-    """cgroup v2: samples `group` in the memory hierarchy while the body runs;
-    yields a list that holds afterwards the memory.max values seen while the
-    group held a process ('max' is not recorded).  Nothing is sampled on
-    cgroup v1 or without a group."""
-    seen = []
-    if not V2 or group is None:
-        yield seen
-        return
-    base = os.path.join(labtest.controller_dir("memory"), group.lstrip("/"))
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            try:
-                with open(os.path.join(base, "cgroup.events")) as fh:
-                    populated = "populated 1" in fh.read()
-                with open(os.path.join(base, "memory.max")) as fh:
-                    limit = fh.read().strip()
-            except OSError:
-                continue
-            if populated and limit != "max" and limit not in seen:
-                seen.append(limit)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        th.join()

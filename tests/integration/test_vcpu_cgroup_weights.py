@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""vcpu_cgroup = "per-host" keeps the meaning of every CPU tunable.
+
+Four 1-vCPU guests and one 2-vCPU guest ("noisy") whose vCPUs spin, all
+busy on the host's CPUs.  With every domain weighed per vCPU, noisy gets
+2/6 of the CPU time; a tuned noisy gets what stock libvirt gives it
+relative to four default 1-vCPU domains:
+
+- a cap that does not bind (vcpu_quota 50000: 2 x 0.5 CPUs) changes
+  nothing (within 5 %); a cap that binds (20000: 0.4 CPUs) holds it at the
+  cap; no cap ever raises its CPU time;
+- cpu_shares=S gives it S / (4 x D + S) of the CPU time (D = 1024 on
+  cgroup v1, 100 on v2; within 12 %); halving the default lowers its CPU
+  time by at least a quarter;
+- the four default guests keep equal CPU time per vCPU throughout;
+- writing the defaults back brings it back to its share.
+
+CPU time is each vCPU thread's run time from /proc/PID/task/TID/schedstat,
+the median of three windows, as a fraction of the run time of all the
+guests' vCPUs (the host's busy CPUs).  On cgroup v1 the settings are
+applied live (schedinfo --live); on cgroup v2, where placement is chosen at
+start, noisy is started again with them in its <cputune>.
+"""
+
+import os
+import statistics
+import time
+
+import labtest
+import vcpucg
+from labtest import daemon, guest, measure
+
+WINDOWS = 3
+SECONDS = 4
+# After a move the scheduler's load averages take a few seconds to settle
+SETTLE = 3
+SMALL = ["vw-small1", "vw-small2", "vw-small3", "vw-small4"]
+NOISY = "vw-noisy"
+D = int(vcpucg.DEFAULT_SHARES)
+PERIOD = 100000
+
+
+def threads(names):
+    out = {}
+    for name in names:
+        pid = guest.qemu_pid(name)
+        for i, tid in guest.vcpu_tids(name).items():
+            out[(name, i)] = (pid, tid)
+    return out
+
+
+def measure_shares(names, noisy):
+    """{name: median fraction of the guests' CPU time}, and the median
+    ratio max/min of the small guests' per-vCPU CPU time."""
+    fractions = {n: [] for n in names}
+    spreads = []
+    th = threads(names)
+    time.sleep(SETTLE)
+    for _ in range(WINDOWS):
+        s = measure.sample(th, SECONDS)
+        per = {n: sum(v[0] for k, v in s.items() if k[0] == n) for n in names}
+        total = sum(per.values())
+        for n in names:
+            fractions[n].append(per[n] / total)
+        small = [per[n] for n in names if n != noisy]
+        spreads.append(max(small) / min(small))
+    return ({n: statistics.median(v) for n, v in fractions.items()},
+            statistics.median(spreads))
+
+
+def start_noisy(cputune=None):
+    return guest.create(NOISY, vcpus=2, workload="spin", cputune=cputune)
+
+
+def apply(noisy, settings, cputune):
+    """schedinfo --live on cgroup v1; on v2 start noisy again with the
+    values in its definition.  Returns noisy's (new) name."""
+    if not vcpucg.V2:
+        p = vcpucg.schedinfo(noisy, *settings)
+        if p.returncode != 0:
+            raise labtest.LabError(f"schedinfo {settings}: {p.stderr.strip()}")
+        return noisy
+    daemon.virsh(["destroy", noisy], capture=True)
+    return start_noisy(cputune)
+
+
+def main(t):
+    daemon.stop()
+    daemon.start(vcpu_cgroup="per-host", quiet=True)
+    small = [guest.create(n, vcpus=1, workload="spin") for n in SMALL]
+    noisy = start_noisy()
+    names = small + [noisy]
+
+    base, spread = measure_shares(names, noisy)
+    t.ok(abs(base[noisy] - 2 / 6) <= 2 / 6 * 0.12,
+         f"defaults: noisy gets 2/6 of the CPU time ({base[noisy]:.3f})")
+    t.ok(spread <= 1.15, f"defaults: the small guests get equal CPU time ({spread:.2f})")
+
+    half = D // 2
+    cases = [
+        # name, schedinfo settings, <cputune>, expected fraction, extra check
+        ("vcpu_quota=50000 (does not bind)", ["vcpu_quota=50000"], {"quota": "50000"},
+         None, "unchanged"),
+        ("vcpu_quota=20000 (binds)", ["vcpu_quota=20000"], {"quota": "20000"},
+         None, "capped"),
+        (f"cpu_shares={half}", [f"cpu_shares={half}", "vcpu_quota=-1"], {"shares": str(half)},
+         half / (4 * D + half), "lower"),
+        (f"cpu_shares={4 * D}", [f"cpu_shares={4 * D}"], {"shares": str(4 * D)},
+         4 * D / (4 * D + 4 * D), None),
+        ("defaults written back", [f"cpu_shares={D}", "vcpu_quota=-1"], None,
+         base[noisy], "back"),
+    ]
+    for what, settings, cputune, want, check in cases:
+        noisy = apply(noisy, settings, cputune)
+        names = small + [noisy]
+        got, spread = measure_shares(names, noisy)
+        frac = got[noisy]
+        t.ok(spread <= 1.15, f"{what}: the small guests get equal CPU time ({spread:.2f})")
+        if check == "unchanged":
+            t.ok(abs(frac - base[noisy]) <= base[noisy] * 0.05,
+                 f"{what}: noisy's CPU time within 5 % ({base[noisy]:.3f} -> {frac:.3f})")
+        if check in ("unchanged", "capped"):
+            t.ok(frac <= base[noisy] * 1.05,
+                 f"{what}: a cap never raises noisy's CPU time ({base[noisy]:.3f} -> {frac:.3f})")
+        if check == "capped":
+            # The cap in host CPUs, as a fraction of the busy CPUs
+            cap = 2 * int(cputune["quota"]) / PERIOD / os.cpu_count()
+            t.ok(abs(frac - cap) <= cap * 0.12,
+                 f"{what}: noisy is held at its cap ({cap:.3f} of the CPUs, got {frac:.3f})")
+        if check == "lower":
+            t.ok(frac <= base[noisy] * 0.75,
+                 f"{what}: half the default weight lowers noisy by a quarter or more "
+                 f"({base[noisy]:.3f} -> {frac:.3f})")
+        if want is not None:
+            t.ok(abs(frac - want) <= want * 0.12,
+                 f"{what}: noisy gets {want:.3f} of the CPU time, as stock libvirt gives it "
+                 f"(got {frac:.3f})")
+        if check == "unchanged":
+            # The weight written is the mode's (per vCPU), what is reported
+            # is what was set (nothing: the default)
+            dom = vcpucg.domain_group(noisy)
+            t.eq(labtest.cgroup_value("cpu", dom, "cpu.shares"), str(2 * D),
+                 f"{what}: noisy's own group weighs {2 * D}, the default per vCPU")
+            t.eq(reported_shares(noisy), str(D),
+                 f"{what}: schedinfo reports the cpu_shares that was set ({D})")
+
+
+def reported_shares(name):
+    p = vcpucg.schedinfo(name, live=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("cpu_shares"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+labtest.run(main)
