@@ -3,13 +3,13 @@
 
 With machined every domain is a machine in a systemd scope, and systemd
 owns the tree outside the scopes.  The shared partition is the slice
-machine-vcpus.slice, whose DisableControllers=cpu comes from the unit file
-libvirt installs:
+machine-vcpus.slice; the machines are in machine-vcpus-shared.slice below
+it, whose DisableControllers=cpu comes from the unit file libvirt installs:
 
 - at start a sharing domain is a machine whose scope is in the vCPU slice,
   which does not enable cpu for its scopes; machined, systemd and the
   cgroup tree agree on it; domstats says per-host and the daemon does not
-  warn; the slice's CPUWeight is 100 per vCPU in it;
+  warn; machine-vcpus.slice's CPUWeight is 100 per vCPU below it;
 - a domain with a quota is a machine in machine.slice, as with stock
   libvirt, with its quota, and weighs 100 per vCPU;
 - a live change that would move a machine to the other slice is refused,
@@ -30,6 +30,8 @@ from labtest import common, daemon, guest
 
 
 LOG = os.path.join(common.BUILD, "logs", "virtqemud.log")
+# The slice that carries the weight of the machines in vcpucg.SHARED_SLICE
+WEIGHT_SLICE = "machine-vcpus.slice"
 
 
 def run(*args):
@@ -64,8 +66,8 @@ def main(t):
              f"{n}: domstats says per-host")
     t.ok(not vcpucg.shared_partition_enables_cpu(),
          "the vCPU slice does not enable cpu for its scopes")
-    t.eq(run("systemctl", "show", "-p", "CPUWeight", "--value", vcpucg.SHARED_SLICE), "300",
-         "the vCPU slice's CPUWeight is 100 per vCPU in it")
+    t.eq(run("systemctl", "show", "-p", "CPUWeight", "--value", WEIGHT_SLICE), "300",
+         f"{WEIGHT_SLICE}'s CPUWeight is 100 per vCPU below it")
     with open(LOG, "rb") as fh:
         fh.seek(log_start)
         warned = [x for x in fh.read().decode(errors="replace").splitlines(True)
@@ -94,8 +96,8 @@ def main(t):
          "after the restart domstats says per-host")
     t.eq(vcpucg.domstats(c).get("cpu.vcpu_cgroup"), "per-domain",
          "and per-domain for the domain with a quota")
-    t.eq(run("systemctl", "show", "-p", "CPUWeight", "--value", vcpucg.SHARED_SLICE), "300",
-         "the vCPU slice keeps its weight")
+    t.eq(run("systemctl", "show", "-p", "CPUWeight", "--value", WEIGHT_SLICE), "300",
+         f"{WEIGHT_SLICE} keeps its weight")
 
     for n in (a, b, c):
         dom = vcpucg.domain_group(n)

@@ -20,7 +20,11 @@ from labtest import daemon, guest
 V2 = labtest.is_v2("cpu")
 MACHINED = V2 and labtest.has_machined()
 SHARED = "/machine.slice/machine-vcpus.slice" if MACHINED else "/machine/vcpus.partition"
-SHARED_SLICE = "machine-vcpus.slice"
+# Where the sharing domains' groups are: below the shared partition, or,
+# with machined, in the slice below it that disables cpu for its machines
+# (systemd sets no weight on a slice with DisableControllers=cpu)
+SHARED_SLICE = "machine-vcpus-shared.slice"
+DOMAINS = SHARED + "/" + SHARED_SLICE if MACHINED else SHARED
 DEFAULT_SHARES = "100" if V2 else "1024"
 
 
@@ -52,7 +56,7 @@ def domain_group(name):
 def shared_partition_enables_cpu():
     """cgroup v2: whether the shared partition enables cpu for its children
     (it must not: then all its domains are one scheduling entity)."""
-    path = os.path.join(labtest.controller_dir("cpu"), SHARED.lstrip("/"),
+    path = os.path.join(labtest.controller_dir("cpu"), DOMAINS.lstrip("/"),
                         "cgroup.subtree_control")
     with open(path) as fh:
         return "cpu" in fh.read().split()
@@ -91,7 +95,7 @@ def all_shared(name):
     if not V2:
         return bool(g) and all(p == SHARED for p in g.values())
     dom = domain_group(name)
-    return (bool(g) and dom is not None and os.path.dirname(dom) == SHARED
+    return (bool(g) and dom is not None and os.path.dirname(dom) == DOMAINS
             and not shared_partition_enables_cpu()
             and all(p == vcpu_path(dom, i) for i, p in g.items()))
 
@@ -99,7 +103,7 @@ def all_shared(name):
 def all_own(name):
     dom = domain_group(name)
     g = vcpu_groups(name)
-    if V2 and (dom is None or os.path.dirname(dom) == SHARED):
+    if V2 and (dom is None or os.path.dirname(dom) == DOMAINS):
         return False
     return bool(g) and dom is not None and all(p == vcpu_path(dom, i) for i, p in g.items())
 

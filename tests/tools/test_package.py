@@ -205,4 +205,26 @@ Timeout:            0
 ok(summary == {"Ok": 431, "Expected Fail": 0, "Fail": 0, "Unexpected Pass": 0, "Skipped": 7,
                "Timeout": 0}, "meson summary parsed", summary)
 
+# 6. systemd units the series adds to the QEMU driver are listed for its
+# package: in Debian 13's .install.in template below /usr/lib, in Debian 12's
+# .install below /lib; other packages and series without units are left alone.
+unit_patch = os.path.join(WORK, "unit.patch")
+with open(unit_patch, "w") as fh:
+    fh.write("diff --git a/src/qemu/machine-x.slice b/src/qemu/machine-x.slice\n"
+             "new file mode 100644\n--- /dev/null\n+++ b/src/qemu/machine-x.slice\n"
+             "@@ -0,0 +1 @@\n+[Slice]\n")
+for ext, want in ((".in", "usr/lib/systemd/system/machine-x.slice\n"),
+                  ("", "usr/lib/systemd/system/machine-x.slice lib/systemd/system/\n")):
+    tree = os.path.join(WORK, "units" + ext)
+    os.makedirs(os.path.join(tree, "debian"), exist_ok=True)
+    inst = os.path.join(tree, "debian", "libvirt-daemon-driver-qemu.install" + ext)
+    with open(inst, "w") as fh:
+        fh.write("usr/bin/virt-qemu-run\n")
+    units = package._install_units(tree, {"package": "libvirt", "version": "1"}, [unit_patch])
+    ok(units == ["machine-x.slice"] and open(inst).read().endswith(want),
+       f"a unit the series adds is installed by the QEMU driver's package (.install{ext})",
+       open(inst).read())
+ok(package._install_units(tree, {"package": "linux", "version": "1"}, [unit_patch]) == [],
+   "other packages get no unit")
+
 sys.exit(tap.end())

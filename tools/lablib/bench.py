@@ -53,8 +53,8 @@ def publish(name, results, outdir, markdown, plot=None):
 def command(args):
     argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     what = ["sched", "guests", "control"] if args.what == "all" else [args.what]
-    if args.replot and "wakers" in what:
-        raise LabError("bench wakers has no plots to redraw")
+    if args.replot and ("wakers" in what or "mixed" in what):
+        raise LabError(f"bench {args.what} has no plots to redraw")
     if args.replot:
         for w in what:
             replot(w, args.out)
@@ -77,6 +77,11 @@ def command(args):
             kw = {k: v for k, v in (("mix", (args.mix or [None])[0]),
                                     ("seconds", args.seconds)) if v is not None}
             benchguests.run_wakers(outdir=args.out, command=argv, **kw)
+        elif w == "mixed":
+            from . import benchmixed
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
+                  if v is not None}
+            benchmixed.run_bench(outdir=args.out, command=argv, **kw)
         elif w == "control":
             from . import benchcontrol
             kw = {"reps": args.reps} if args.reps is not None else {}

@@ -412,3 +412,8 @@ def status():
 
 def running():
     return _pid(DAEMON) is not None
+
+
+def pid():
+    """PID of the lab's libvirt daemon, or None."""
+    return _pid(DAEMON)

@@ -94,6 +94,39 @@ def outdir(base):
     return os.path.join(BUILD, "packages", f"{base['package']}_{local_version(base)}")
 
 
+# systemd units a libvirt series adds to the QEMU driver (src/qemu/*.slice):
+# the driver's package installs them, or dh_missing fails the build on an
+# installed file that no package lists.
+UNIT_RE = re.compile(r"^\+\+\+ b/src/qemu/([\w.@-]+\.(?:slice|service|socket))$", re.M)
+UNIT_PACKAGE = "libvirt-daemon-driver-qemu"
+
+
+def _install_units(tree, base, patch_paths):
+    """List the units the series adds in the QEMU driver's .install file."""
+    if base["package"] != "libvirt":
+        return []
+    units = []
+    for path in patch_paths:
+        with open(path) as fh:
+            units += [u for u in UNIT_RE.findall(fh.read()) if u not in units]
+    if not units:
+        return []
+    deb = os.path.join(tree, "debian")
+    # Debian 13 generates the .install files from .install.in templates and
+    # installs units below /usr/lib; Debian 12 lists them below /lib.
+    target = next((os.path.join(deb, f"{UNIT_PACKAGE}.install{ext}") for ext in (".in", "")
+                   if os.path.exists(os.path.join(deb, f"{UNIT_PACKAGE}.install{ext}"))), None)
+    if target is None:
+        raise LabError(f"{base['package']} {base['version']}: no debian/{UNIT_PACKAGE}.install "
+                       f"to list the series' units in: {' '.join(units)}")
+    usr_lib = target.endswith(".in")
+    with open(target, "a") as fh:
+        for u in units:
+            fh.write(f"usr/lib/systemd/system/{u}\n" if usr_lib else
+                     f"usr/lib/systemd/system/{u} lib/systemd/system/\n")
+    return units
+
+
 def prepare(stack_dir, sub="src"):
     """Assemble Debian's source package with the series; returns (base, info dict).
 
@@ -127,6 +160,7 @@ def prepare(stack_dir, sub="src"):
         fh.write(old if not old or old.endswith("\n") else old + "\n")
         fh.write(f"# unsteal: {_rel(stack_dir)}/series\n")
         fh.write("".join(f"{SUFFIX_NAME}/{n}\n" for n in patches))
+    _install_units(tree, base, [os.path.join(stack_dir, n) for n in patches])
     date, ts = _stack_date(stack_dir)
     subjects = [_subject(os.path.join(stack_dir, n)) for n in patches]
     head = (f"Rebuild with the unsteal patch series ({len(patches)} "

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The daemon killed while it places vCPUs, and virsh while it does.
+
+A placement change is a live move of vCPUs on cgroup v1 (schedinfo
+--live with a quota, and back), and the start of a sharing domain on
+cgroup v2, where placement is chosen at start.
+
+- virsh list answers within a second while placement changes run one
+  after another;
+- the daemon killed with SIGKILL at several points of a placement change
+  restarts with every domain that was running still running (the same QEMU
+  process), each in a valid cgroup: its vCPU threads all in the per-host
+  group or all in their own groups, where the placement rule puts them
+  (cgroup v1) or where the domain started (v2), as domstats says; vCPU 0
+  still pinned as configured, and the domain's memory limit in place.  A
+  domain whose start was interrupted either runs in a valid cgroup or is
+  gone with its group and its QEMU process.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import labtest
+import vcpucg
+from labtest import PREFIX, daemon, guest
+
+DELAYS = (0.0, 0.02, 0.1, 0.3)
+LIMIT_KIB = 768 * 1024
+VIRSH = os.path.join(PREFIX, "bin", "virsh")
+
+
+def virsh_argv(*args):
+    return [VIRSH, "-c", daemon.URI] + list(args)
+
+
+def memory_limit(name):
+    """The hard limit in the domain's memory group, in bytes."""
+    dom = vcpucg.domain_group(name)
+    if vcpucg.V2:
+        return labtest.cgroup_value("memory", labtest.domain_sub(dom, "memory")
+                                    if vcpucg.MACHINED else dom, "memory.max")
+    pid = guest.qemu_pid(name)
+    return labtest.cgroup_value("memory", labtest.thread_cgroup(pid, pid, "memory"),
+                                "memory.limit_in_bytes")
+
+
+def pinned(name, vcpu=0):
+    tid = guest.vcpu_tids(name)[vcpu]
+    with open(f"/proc/{guest.qemu_pid(name)}/task/{tid}/status") as fh:
+        for line in fh:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def quota_set(name):
+    p = vcpucg.schedinfo(name, live=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("vcpu_quota"):
+            return int(line.split(":", 1)[1]) > 0
+    return False
+
+
+def check_valid(t, name, pid, what):
+    t.eq(guest.qemu_pid(name), pid, f"{what}: {name} still runs, the same QEMU process")
+    shared, own = vcpucg.all_shared(name), vcpucg.all_own(name)
+    t.ok(shared != own, f"{what}: {name}'s vCPUs are all in one valid place",
+         vcpucg.placement_report(name))
+    if not vcpucg.V2:
+        t.eq(shared, not quota_set(name),
+             f"{what}: {name} is where the rule puts it", vcpucg.placement_report(name))
+    t.eq(vcpucg.domstats(name).get("cpu.vcpu_cgroup"), "per-host" if shared else "per-domain",
+         f"{what}: domstats says where {name} is")
+    t.eq(pinned(name), "0", f"{what}: {name}'s vCPU 0 is still pinned to CPU 0")
+    t.eq(memory_limit(name), str(LIMIT_KIB * 1024), f"{what}: {name}'s memory limit holds")
+
+
+def change(a):
+    """A placement change, as a virsh process: a live move on v1, the start
+    of a sharing domain on v2."""
+    if vcpucg.V2:
+        xml = os.path.join(daemon.LAB, "vk-c.xml")
+        with open(xml, "w") as fh:
+            fh.write(guest.domain_xml("lab-vk-c", 1, "idle"))
+        return subprocess.Popen(virsh_argv("create", xml), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    setting = "vcpu_quota=-1" if quota_set(a) else "vcpu_quota=50000"
+    return subprocess.Popen(virsh_argv("schedinfo", a, "--live", "--set", setting),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def undo_change(a):
+    if vcpucg.V2:
+        daemon.virsh(["destroy", "lab-vk-c"], check=False, capture=True)
+
+
+def check_list_latency(t, a):
+    """virsh list while placement changes run one after another."""
+    stop = threading.Event()
+
+    def changes():
+        while not stop.is_set():
+            change(a).wait()
+            undo_change(a)
+
+    th = threading.Thread(target=changes, daemon=True)
+    th.start()
+    worst = 0.0
+    try:
+        for _ in range(15):
+            t0 = time.monotonic()
+            p = subprocess.run(virsh_argv("list"), capture_output=True, text=True)
+            worst = max(worst, time.monotonic() - t0)
+            if p.returncode != 0:
+                worst = float("inf")
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        th.join()
+    t.ok(worst < 1.0, f"virsh list answers within 1 s during placement changes "
+                      f"(slowest {worst:.2f} s)")
+
+
+def check_interrupted_start(t, what):
+    """cgroup v2: the domain whose start was interrupted runs in a valid
+    cgroup, or is gone with its group and process."""
+    c = "lab-vk-c"
+    try:
+        pid = guest.qemu_pid(c)
+    except labtest.LabError:
+        pid = None
+    if pid and os.path.exists(f"/proc/{pid}"):
+        t.ok(vcpucg.all_shared(c), f"{what}: the interrupted start runs, below the partition",
+             vcpucg.placement_report(c))
+        daemon.virsh(["destroy", c], check=False, capture=True)
+        return
+    left = subprocess.run(["pgrep", "-f", "guest=lab-vk-c"], capture_output=True, text=True)
+    t.eq(left.stdout.strip(), "", f"{what}: the interrupted start left no QEMU process")
+    top = os.path.join(labtest.controller_dir("cpu"), vcpucg.DOMAINS.lstrip("/"))
+    stray = [d for d in os.listdir(top) if "vk\\x2dc" in d or "vk-c" in d] \
+        if os.path.isdir(top) else []
+    t.eq(stray, [], f"{what}: and no cgroup")
+
+
+def main(t):
+    daemon.stop()
+    daemon.start(vcpu_cgroup="per-host", quiet=True)
+    a = guest.create("vk-a", vcpus=2, workload="idle")
+    b = guest.create("vk-b", vcpus=1, workload="idle", cputune={"quota": "50000"})
+    for n in (a, b):
+        for args in (["vcpupin", n, "0", "0", "--live"],
+                     ["memtune", n, "--hard-limit", str(LIMIT_KIB), "--live"]):
+            p = daemon.virsh(args, check=False, capture=True)
+            t.ok(p.returncode == 0, f"{' '.join(args[:1])} {n}", p.stderr)
+    pids = {n: guest.qemu_pid(n) for n in (a, b)}
+    for n in (a, b):
+        check_valid(t, n, pids[n], "before")
+
+    check_list_latency(t, a)
+
+    for delay in DELAYS:
+        what = f"SIGKILL {int(delay * 1000)} ms into a placement change"
+        proc = change(a)
+        time.sleep(delay)
+        killed = daemon.pid()
+        os.kill(killed, signal.SIGKILL)
+        proc.wait()
+        try:
+            os.waitpid(killed, 0)   # the lab started it: reap it
+        except ChildProcessError:
+            pass
+        daemon.start(vcpu_cgroup="per-host", quiet=True)
+        for n in (a, b):
+            check_valid(t, n, pids[n], what)
+        if vcpucg.V2:
+            check_interrupted_start(t, what)
+
+
+labtest.run(main)
