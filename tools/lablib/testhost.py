@@ -9,7 +9,7 @@ trixie's libraries; a build made on the Debian 12 development host is never
 copied in.  The root, the repository's tools/ and tests/, the libvirt prefix
 and the unsteal binary go into an ext4 image (mkfs.ext4 -d, no mounts).
 
-'boot --variant V' boots that image with the test-host kernel flavour
+'boot --variant V' boots that image with the lab kernel
 (lab.config) under QEMU TCG, runs the integration tests of
 tests/integration/ inside (the lab daemon runs in the test host, see
 UNSTEAL_TESTHOST in tools/lablib/guest.py), and streams the serial console:
@@ -66,12 +66,12 @@ BUILD_PACKAGES = (["build-essential", "meson", "ninja-build", "pkg-config", "cca
                    "python3", "gettext", "git"]
                   + sources.PACKAGES["libvirt build"] + ["libcgroup-dev"])
 # Debian's own kernel (with its initramfs) is in the image too: a reference
-# for the test-host kernel flavour, and 'boot --kernel debian' needs no build.
+# for the lab kernel, and 'boot --kernel debian' needs no build.
 KERNEL_PACKAGES = ["linux-image-amd64", "initramfs-tools"]
 # systemd-machined is in the image; the runner switches it off (masked, and
 # its D-Bus activation removed) on the systemd variants with
 # unsteal.machined=0, where libvirt then manages the cgroups below
-# /machine.slice itself.
+# /machine itself.
 HOST_PACKAGES = ["systemd-container"]
 # Where the image's libvirt comes from (build --libvirt):
 #   tree      our patched work tree, built in the trixie build root into
@@ -127,7 +127,7 @@ VARIANTS = {
         "tests": TESTS_V2,
     },
     "v1-systemd": {
-        "desc": "cgroup v1 under systemd 257 (forced back to v1, as Debian 12 boots with "
+        "desc": "cgroup v1 under systemd 257 (forced back to v1, what Debian 12 boots with "
                 "systemd.unified_cgroup_hierarchy=0): cpu,cpuacct co-mounted plus systemd's "
                 "empty v2 hierarchy",
         "append": "systemd.unified_cgroup_hierarchy=0 SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE=1 "
@@ -895,7 +895,7 @@ def _lock():
 
 def test_build():
     """tools/lab test: the image (our libvirt built from the work tree) and the
-    test-host flavour of our kernel series that every row boots."""
+    lab kernel that every row boots."""
     lock = _lock()
     try:
         image = build()
