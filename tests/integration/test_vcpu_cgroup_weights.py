@@ -7,7 +7,10 @@ busy on the host's CPUs.  With every domain weighed per vCPU, noisy gets
 relative to four default 1-vCPU domains:
 
 - a cap that does not bind (vcpu_quota 50000: 2 x 0.5 CPUs) changes
-  nothing (within 5 %); a cap that binds (20000: 0.4 CPUs) holds it at the
+  nothing beyond what leaving the per-host group costs on 2 CPUs (within
+  10 %; 'tools/lab bench mixed' measured 0.93-1.00 of the share after the
+  cap, and 0.93-0.98 after cpu_shares=2048, the same weight without a
+  cap); a cap that binds (20000: 0.4 CPUs) holds it at the
   cap; no cap ever raises its CPU time;
 - cpu_shares=S gives it S / (4 x D + S) of the CPU time (D = 1024 on
   cgroup v1, 100 on v2; within 12 %), for S = 4 D everywhere and for
@@ -17,7 +20,8 @@ relative to four default 1-vCPU domains:
   competitors gets more than its share with either placement (0.120 stock,
   0.133-0.143 per-host, against 0.111), so there the S = D / 2 figure is
   printed, not compared;
-- the four default guests keep equal CPU time per vCPU throughout;
+- the four default guests keep equal CPU time per vCPU (within 15 %),
+  except under the binding cap, where no fairness claim is made;
 - writing the defaults back brings it back to its share.
 
 CPU time is each vCPU thread's run time from /proc/PID/task/TID/schedstat,
@@ -130,8 +134,8 @@ def main(t):
             # with any placement: no fairness claim is made there.)
             t.ok(spread <= 1.15, f"{what}: the small guests get equal CPU time ({spread:.2f})")
         if check == "unchanged":
-            t.ok(abs(frac - base[noisy]) <= base[noisy] * 0.05,
-                 f"{what}: noisy's CPU time within 5 % ({base[noisy]:.3f} -> {frac:.3f})")
+            t.ok(abs(frac - base[noisy]) <= base[noisy] * 0.10,
+                 f"{what}: noisy's CPU time within 10 % ({base[noisy]:.3f} -> {frac:.3f})")
         if check in ("unchanged", "capped"):
             t.ok(frac <= base[noisy] * 1.05,
                  f"{what}: a cap never raises noisy's CPU time ({base[noisy]:.3f} -> {frac:.3f})")
