@@ -24,7 +24,7 @@ WORK = tap.setup("unsteal-package-test-")
 ROOT = tap.ROOT
 ok = tap.ok
 
-from lablib import common, package  # noqa: E402
+from lablib import common, mesonlog, package  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 
@@ -193,7 +193,7 @@ except LabError as e:
 ok(err is not None and "not a stack" in err, "an unknown stack is refused", err)
 
 # 5. meson test's summary as dh_auto_test prints it.
-summary = package.meson_summary("""
+summary = mesonlog.summary("""
  1/3 qemuvcpucgrouptest OK 0.05s
 Ok:                 431
 Expected Fail:      0

@@ -33,6 +33,7 @@ import time
 
 from .common import BUILD, LabError, require_root, step
 from . import benchsched, daemon, guest
+from .benchkit import prepare_lab, publish
 
 VARIANTS = [("stock", None), ("patched per-domain", "per-domain"),
             ("patched per-host", "per-host")]
@@ -152,7 +153,6 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
     require_root("bench control")
     if reps < 1:
         raise LabError("--reps must be at least 1")
-    from .bench import prepare_lab
     prepare_lab("control", stock=True)
     lv = _libvirt()
     outdir = outdir or os.path.join(BUILD, "bench", "control")
@@ -173,5 +173,4 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
                "rounds": rounds, "raw": raw, "attach": attach,
                "median": {k: {op: statistics.median(xs) for op, xs in ops.items()}
                           for k, ops in raw.items()}}
-    from .bench import publish
     return publish("control", results, outdir, markdown, plot)

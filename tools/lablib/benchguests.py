@@ -27,6 +27,7 @@ import time
 
 from .common import BUILD, mkdirs, require_root, run, step
 from . import benchsched, daemon, guest, measure
+from .benchkit import check_args, median, prepare_lab, publish
 
 # name -> (description, [(guest, vcpus, workload)]).  'spin' guests boot no
 # OS and spin with interrupts off: their vCPU threads are pure CPU hogs.
@@ -215,7 +216,7 @@ def run_mix(mix, reps, seconds, settle):
                                       "invol_per_s", "migrations_per_s")} for k in keys},
             "other_threads": {n: statistics.median(r["other_threads"][n] for r in rm)
                               for n in rm[0]["other_threads"]},
-            **{f: benchsched._median(r[f] for r in rm)
+            **{f: median(r[f] for r in rm)
                for f in ("ratio", "jain", "steal", "idle_steal", "util", "host_idle",
                          "uneven", "stacked")},
         }
@@ -276,7 +277,6 @@ def plot(results, outdir):
 
 def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=None):
     require_root("bench guests")
-    from .bench import check_args, prepare_lab, publish
     mixes = check_args(mixes, MIXES, reps, seconds)
     prepare_lab("guests")
     outdir = outdir or os.path.join(BUILD, "bench", "guests")
@@ -359,7 +359,6 @@ def run_wakers(mix="2-1-1-linux", seconds=15, settle=5, outdir=None, command=Non
     """Trace who wakes the vCPU threads of a mix, once per mode."""
     require_root("bench wakers")
     from . import sources
-    from .bench import check_args, prepare_lab
     mix = check_args([mix], MIXES, 1, seconds)[0]
     prepare_lab("wakers")
     sources.ensure_group("tracing", ["linux-perf"], quiet_present=True)
@@ -379,5 +378,4 @@ def run_wakers(mix="2-1-1-linux", seconds=15, settle=5, outdir=None, command=Non
             finally:
                 if os.path.exists(data):
                     os.unlink(data)
-    from .bench import publish
     return publish("wakers", results, outdir, wakers_markdown)

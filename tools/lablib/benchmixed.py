@@ -22,6 +22,7 @@ import time
 
 from .common import BUILD, LabError, require_root, step
 from . import benchsched, daemon, guest, measure
+from .benchkit import prepare_lab, publish
 
 SMALL = ["bm-small1", "bm-small2", "bm-small3", "bm-small4"]
 NOISY = "bm-noisy"
@@ -109,7 +110,6 @@ def run_mode(mode, reps, seconds, v2):
 
 def run_bench(reps=3, seconds=4, outdir=None, command=None):
     require_root("bench mixed")
-    from .bench import prepare_lab, publish
     if reps < 1 or seconds < 1:
         raise LabError("--reps and --seconds must be at least 1")
     prepare_lab("mixed")

@@ -28,6 +28,7 @@ import time
 
 from .common import BUILD, ROOT, LabError, mkdirs, require_root, run, step, warn
 from . import measure
+from .benchkit import check_args, median, publish
 
 SPIN_SRC = os.path.join(ROOT, "tools", "bench", "vcpu-spin.c")
 SPIN_BIN = os.path.join(BUILD, "bench", "vcpu-spin")
@@ -62,11 +63,6 @@ def build_spinner():
     step("bench: compiling tools/bench/vcpu-spin.c")
     run(["gcc", "-O2", "-Wall", "-Wextra", "-pthread", "-o", SPIN_BIN, SPIN_SRC], quiet=True)
     return SPIN_BIN
-
-
-def _median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
 
 
 def fmt(x, spec=".2f"):
@@ -244,7 +240,7 @@ def run_mix(layout_mount, mix, reps, seconds, settle, top_shares=None):
         out["median"][mode] = {
             "threads": {k: {f: statistics.median(r["threads"][k][f] for r in reps_m)
                             for f in ("share", "steal", "idle_steal")} for k in keys},
-            **{f: _median(r[f] for r in reps_m)
+            **{f: median(r[f] for r in reps_m)
                for f in ("ratio", "jain", "steal", "idle_steal", "util", "host_idle")},
         }
     return out
@@ -301,7 +297,6 @@ def plot(results, outdir):
 def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=None,
               top_shares=None):
     require_root("bench sched")
-    from .bench import check_args, publish
     mixes = check_args(mixes, MIXES, reps, seconds)
     outdir = outdir or os.path.join(BUILD, "bench", "sched")
     mount = cpu_mount()

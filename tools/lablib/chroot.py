@@ -58,7 +58,7 @@ def _security_mirror():
 def apt_sources(suite):
     """deb822 sources of a root: the suite, its -updates and its security suite."""
     keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    text = (f"Types: deb\nURIs: {sources._debian_mirror()}\n"
+    text = (f"Types: deb\nURIs: {sources.debian_mirror()}\n"
             f"Suites: {suite} {suite}-updates\nComponents: main\nSigned-By: {keyring}\n")
     sec = _security_mirror()
     if sec:
@@ -67,7 +67,7 @@ def apt_sources(suite):
     return text
 
 
-def _tar_args():
+def tar_args():
     return ["--zstd"] if shutil.which("zstd") else []
 
 
@@ -90,7 +90,7 @@ def base_tarball(suite):
                  f"{CHROOTS})")
             log = os.path.join(BUILD, "logs", f"debootstrap-{suite}.log")
             run(["debootstrap", "--variant=buildd", f"--arch={arch}", suite, tmp,
-                 sources._debian_mirror()], log=log)
+                 sources.debian_mirror()], log=log)
             with open(os.path.join(tmp, "etc/apt/sources.list.d/debian.sources"), "w") as fh:
                 fh.write(apt_sources(suite))
             lst = os.path.join(tmp, "etc/apt/sources.list")
@@ -110,7 +110,7 @@ def base_tarball(suite):
                                 log=os.path.join(BUILD, "logs", f"debootstrap-{suite}-apt.log"))
             os.chmod(tmp, 0o755)  # mkdtemp made it 0700; it is the root's '/'
             step(f"chroot: packing {os.path.basename(path)}")
-            run(["tar", "-C", tmp, "-cf", path + ".part"] + _tar_args() + ["."], quiet=True)
+            run(["tar", "-C", tmp, "-cf", path + ".part"] + tar_args() + ["."], quiet=True)
             os.rename(path + ".part", path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -128,7 +128,7 @@ class Root:
             self._rm()
         mkdirs(path)
         step(f"chroot: unpacking {os.path.basename(tarball)} into {path}")
-        run(["tar", "-C", path, "-xf", tarball] + _tar_args(), quiet=True)
+        run(["tar", "-C", path, "-xf", tarball] + tar_args(), quiet=True)
         os.chmod(path, 0o755)  # '/' of the root, for the unprivileged build user
 
     def _rm(self):
@@ -147,6 +147,12 @@ class Root:
     def run(self, script, user=None, net=True, log=None, quiet=True, check=True, env=None,
             nice=True):
         """Run a shell script inside the root (as root, or as 'builder')."""
+        return run(self.argv(script, user=user, net=net, env=env, nice=nice),
+                   log=log, quiet=quiet and not log, check=check)
+
+    def argv(self, script, user=None, net=True, env=None, nice=True):
+        """The command line that runs a shell script inside the root: a
+        private mount and PID namespace (and network, with net=False)."""
         envs = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8",
                 "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME": "/home/builder" if user else "/root"}
@@ -172,4 +178,4 @@ class Root:
         # processes, which runuser would leave as zombies (libvirt's
         # commandtest waits for daemonised children to go away).
         cmd += ["bash", "-ec", setup + f"chroot {r} " + shlex.join(inner) + "; exit $?"]
-        return run(cmd, log=log, quiet=quiet and not log, check=check)
+        return cmd

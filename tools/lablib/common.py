@@ -3,6 +3,7 @@
 
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -123,3 +124,37 @@ def require_root(what):
 def mkdirs(*paths):
     for p in paths:
         os.makedirs(p, exist_ok=True)
+
+
+def watch(cmd, log, label, every=60):
+    """Run cmd with output to log; a progress line every minute with the log's last line."""
+    mkdirs(os.path.dirname(log))
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        p = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                rc = p.wait(timeout=every)
+                break
+            except subprocess.TimeoutExpired:
+                last = _last_line(log)
+                # ninja's "[N/M] cc ... -o path -c src.c": keep the count and the source.
+                m = re.match(r"^(\[\d+/\d+\])\s.*\s(\S+\.\w+)$", last)
+                if m:
+                    last = f"{m.group(1)} {m.group(2)}"
+                step(f"{label}: {int(time.monotonic() - t0) // 60} min; {last[:110]}")
+            except KeyboardInterrupt:
+                p.terminate()
+                p.wait()
+                raise
+    return rc, time.monotonic() - t0
+
+
+def _last_line(path):
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - 4096))
+            lines = [ln for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else ""
+    except OSError:
+        return ""

@@ -17,16 +17,6 @@ from . import daemon, guest, measure, sources
 GUESTS = [("lab-big", 2), ("lab-small1", 1), ("lab-small2", 1)]
 
 
-def series_has_vcpu_cgroup():
-    from .libvirt import PREFIX
-    import os
-    conf = os.path.join(PREFIX, "share", "augeas", "lenses", "libvirtd_qemu.aug")
-    try:
-        return "vcpu_cgroup" in open(conf).read()
-    except OSError:
-        return False
-
-
 def measure_mode(label, setting, seconds, rounds=3):
     """Boot the three guests with vcpu_cgroup = setting and measure them."""
     daemon.start(vcpu_cgroup=setting, quiet=True)
@@ -99,7 +89,7 @@ def run_demo(seconds=20):
     from . import libvirt
     libvirt.build()
     guest.spin_image()
-    if series_has_vcpu_cgroup():
+    if libvirt.has_vcpu_cgroup():
         modes = {"per-domain": "per-domain", "per-host": "per-host"}
     else:
         step("demo: this libvirt has no vcpu_cgroup tunable; showing per-domain only")

@@ -27,7 +27,7 @@ try:
 except ImportError:  # Python < 3.11
     tomllib = None
 
-from .common import BUILD, LabError, mkdirs, run, step
+from .common import BUILD, LabError, mkdirs, run, step, watch
 from . import chroot, sources, stack
 
 QUILT_ENV = {"QUILT_PATCHES": "debian/patches", "QUILT_PC": ".pc", "LC_ALL": "C.UTF-8"}
@@ -245,12 +245,11 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
         log = os.path.join(logs, f"package-{tag}-build.log")
         step(f"kernel package: debian/bin/test-patches -f {flavour} -j {jobs} "
              f"({len(patches)} patches); log: {os.path.relpath(log, BUILD)}")
-        from .package import _watch, _inner_cmd
         plist = " ".join(f"../patches/{n}" for n in patches)
         script = (f"cd /build/src && export DEBEMAIL=dev@unsteal.invalid "
                   f"DEBFULLNAME='Unsteal Developers' && "
                   f"bash debian/bin/test-patches -f {flavour} -j {jobs} {plist}")
-        rc, secs = _watch(_inner_cmd(root, script, user="builder", net=False), log,
+        rc, secs = watch(root.argv(script, user="builder", net=False), log,
                           "kernel package: building")
         if rc != 0:
             raise LabError(f"test-patches failed ({rc}) after {secs / 60:.0f} min; see {log}")

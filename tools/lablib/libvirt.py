@@ -12,6 +12,7 @@ import re
 import shutil
 
 from .common import BUILD, LIBVIRT_STACK, LabError, STACKS, libvirt_stacks, run, step
+from . import mesonlog
 
 
 def builddir(stack="libvirt"):
@@ -118,7 +119,7 @@ def build_stock():
     The control-plane benchmark compares it with the patched build.  The
     tree is a second git work tree of the same repository at the base tag.
     """
-    from .stack import _add_untracked, ensure_worktree
+    from .stack import add_untracked, ensure_worktree
     wt = ensure_worktree(STACKS["libvirt"], quiet_reuse=True)
     src = wt + "-stock"
     if os.path.isdir(src) and run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=src,
@@ -128,7 +129,7 @@ def build_stock():
     if not os.path.isdir(src):
         step(f"libvirt: checking out the stock base into {src}")
         run(["git", "worktree", "add", "-f", "--detach", src, "base"], cwd=wt, quiet=True)
-        _add_untracked(STACKS["libvirt"], src)
+        add_untracked(STACKS["libvirt"], src)
     configure(src, STOCK_BUILDDIR, STOCK_PREFIX, logpath("libvirt-stock", "meson-setup"))
     step("libvirt: building stock libvirt (log in _build/logs/libvirt-stock-build.log)")
     run(["ninja", "-C", STOCK_BUILDDIR], env=meson_env(),
@@ -164,7 +165,7 @@ def test_suite(syntax_check=True, stack=LIBVIRT_STACK):
         raise LabError(f"libvirt's test suite failed ({summary}); see {log}")
     _require_ok(log, OUR_TESTS)
     step(f"libvirt: test suite passed ({summary})")
-    counts = _counts(log)
+    counts = mesonlog.counts(log)
     if syntax_check:
         step("libvirt: syntax-check")
         slog = logpath(stack, "syntax-check")
@@ -173,7 +174,7 @@ def test_suite(syntax_check=True, stack=LIBVIRT_STACK):
         if p.returncode != 0:
             raise LabError(f"libvirt's syntax-check failed ({_summary(slog)}); see {slog}")
         step(f"libvirt: syntax-check passed ({_summary(slog)})")
-        sc = _counts(slog)
+        sc = mesonlog.counts(slog)
         counts = (counts[0] + sc[0], counts[1] + sc[1])
     return counts
 
@@ -191,20 +192,17 @@ def _require_ok(log, names):
             raise LabError(f"{name} did not run and pass in libvirt's suite; see {log}")
 
 
-def _counts(log):
-    ok = fail = 0
-    with open(log) as fh:
-        for line in fh:
-            line = line.strip()
-            for key in ("Ok:", "Expected Fail:", "Skipped:"):
-                if line.startswith(key) and key == "Ok:":
-                    ok = int(line.split()[-1])
-            if line.startswith("Fail:") or line.startswith("Unexpected Pass:") or \
-                    line.startswith("Timeout:"):
-                fail += int(line.split()[-1])
-    return ok, fail
-
-
 def _summary(log):
-    ok, fail = _counts(log)
+    ok, fail = mesonlog.counts(log)
     return f"{ok} ok, {fail} failed"
+
+
+def has_vcpu_cgroup():
+    """Whether the libvirt installed in PREFIX knows qemu.conf's vcpu_cgroup
+    (our series is applied)."""
+    conf = os.path.join(PREFIX, "share", "augeas", "lenses", "libvirtd_qemu.aug")
+    try:
+        with open(conf) as fh:
+            return "vcpu_cgroup" in fh.read()
+    except OSError:
+        return False

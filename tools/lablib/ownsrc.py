@@ -4,6 +4,7 @@
 import os
 
 from .common import BUILD, ROOT, LabError, run, step
+from . import mesonlog
 
 BUILDDIR = os.path.join(BUILD, "unsteal-build")
 
@@ -31,8 +32,7 @@ def test(suites=None):
         cmd += ["--suite", s]
     step("tests: meson test (unit and integration; log in _build/logs/unsteal-test.log)")
     p = run(cmd, check=False, log=log, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    from .libvirt import _counts
-    ok, fail = _counts(log)
+    ok, fail = mesonlog.counts(log)
     with open(log) as fh:
         for line in fh:
             if " FAIL " in line or " TIMEOUT " in line or "ERROR" in line[:60]:

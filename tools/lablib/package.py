@@ -26,12 +26,11 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import textwrap
 import time
 
-from .common import BUILD, CACHE, LabError, STACKS, mkdirs, read_kv, run, step
-from . import chroot, sources, stack
+from .common import BUILD, LabError, STACKS, mkdirs, read_kv, run, step, watch
+from . import chroot, mesonlog, sources, stack
 
 SUFFIX_NAME = "unsteal"
 MAINTAINER = "Unsteal Developers <dev@unsteal.invalid>"
@@ -223,65 +222,6 @@ def _deps_tarball(base, tree):
                         f"{base['package']}-deps-{h}.tar.zst")
 
 
-def _watch(cmd, log, label, every=60):
-    """Run cmd with output to log; a progress line every minute with the log's last line."""
-    mkdirs(os.path.dirname(log))
-    t0 = time.monotonic()
-    with open(log, "w") as fh:
-        p = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-        while True:
-            try:
-                rc = p.wait(timeout=every)
-                break
-            except subprocess.TimeoutExpired:
-                last = _last_line(log)
-                # ninja's "[N/M] cc ... -o path -c src.c": keep the count and the source.
-                m = re.match(r"^(\[\d+/\d+\])\s.*\s(\S+\.\w+)$", last)
-                if m:
-                    last = f"{m.group(1)} {m.group(2)}"
-                step(f"{label}: {int(time.monotonic() - t0) // 60} min; {last[:110]}")
-            except KeyboardInterrupt:
-                p.terminate()
-                p.wait()
-                raise
-    return rc, time.monotonic() - t0
-
-
-def _last_line(path):
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(path) - 4096))
-            lines = [ln for ln in fh.read().decode(errors="replace").splitlines() if ln.strip()]
-        return lines[-1].strip() if lines else ""
-    except OSError:
-        return ""
-
-
-def _inner_cmd(root, script, user=None, net=True):
-    """The argv Root.run would execute, for _watch (which streams to a log)."""
-    captured = {}
-
-    def fake_run(cmd, **kw):
-        captured["cmd"] = cmd
-    orig = chroot.run
-    chroot.run = fake_run
-    try:
-        root.run(script, user=user, net=net)
-    finally:
-        chroot.run = orig
-    return captured["cmd"]
-
-
-def meson_summary(log_text):
-    """meson test's Ok/Fail/Skipped/... counts from a build log (the last summary)."""
-    out = {}
-    for key in ("Ok", "Expected Fail", "Fail", "Unexpected Pass", "Skipped", "Timeout"):
-        m = re.findall(rf"^{key}:\s+(\d+)\s*$", log_text, re.M)
-        if m:
-            out[key] = int(m[-1])
-    return out
-
-
 def build_root(stack_dir, base, info):
     """A fresh root of the suite with the source unpacked and the Build-Depends installed.
 
@@ -311,7 +251,7 @@ def build_root(stack_dir, base, info):
                      log=os.path.join(logs, f"package-{tag}-deps.log"))
             step(f"package: caching the root with Build-Depends as {os.path.basename(tar_deps)}")
             run(["tar", "-C", rootdir, "--exclude=./build", "-cf", tar_deps + ".part"]
-                + chroot._tar_args() + ["."], quiet=True)
+                + chroot.tar_args() + ["."], quiet=True)
             os.rename(tar_deps + ".part", tar_deps)
         else:
             step(f"package: Build-Depends from the cached root {os.path.basename(tar_deps)}")
@@ -338,10 +278,10 @@ def build(stack_dir, jobs=None, keep_root=False):
         script = (f"cd /build/src && export DEB_BUILD_OPTIONS='parallel={jobs}' "
                   f"SOURCE_DATE_EPOCH={info['ts']} && "
                   f"dpkg-buildpackage -b -uc -us -rfakeroot")
-        rc, secs = _watch(_inner_cmd(root, script, user="builder", net=False), log,
+        rc, secs = watch(root.argv(script, user="builder", net=False), log,
                           "package: building")
         text = open(log, errors="replace").read()
-        counts = meson_summary(text)
+        counts = mesonlog.summary(text)
         if rc != 0:
             raise LabError(f"dpkg-buildpackage failed ({rc}) after {secs / 60:.0f} min; "
                            f"test summary {counts or 'none'}; see {log}\n"

@@ -44,7 +44,7 @@ PACKAGES = {
 BENCH_PACKAGES = ["python3-matplotlib", "python3-libvirt"]
 
 
-def _debian_mirror():
+def debian_mirror():
     """The URI of the machine's main Debian archive, from its apt sources."""
     cands = []
     deb822 = "/etc/apt/sources.list.d/debian.sources"
@@ -69,7 +69,7 @@ def _debian_mirror():
 
 
 def ensure_deb_src():
-    mirror = _debian_mirror()
+    mirror = debian_mirror()
     keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
     want = ("# Written by unsteal's tools/lab setup: source indexes for the pinned bases.\n"
             "Types: deb-src\n"

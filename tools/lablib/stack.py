@@ -108,7 +108,7 @@ def _untracked(base):
     return [p.strip().strip("/") for p in base.get("untracked", "").split() if p.strip()]
 
 
-def _add_untracked(stack_dir, tree):
+def add_untracked(stack_dir, tree):
     base, paths = sources.fetch_base(stack_dir)
     untracked = _untracked(base)
     if not untracked:
@@ -197,7 +197,7 @@ def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
     git(["config", "user.email", "lab@unsteal.invalid"], cwd=wt)
     git(["fetch", "-q", "origin", "refs/tags/base:refs/tags/base"], cwd=wt, check=False,
         capture=True)
-    _add_untracked(stack_dir, wt)
+    add_untracked(stack_dir, wt)
     patches = read_series(stack_dir)
     step(f"worktree: applying {len(patches)} patch(es) from {os.path.basename(stack_dir)}/series")
     apply_series(stack_dir, wt, patches)
@@ -374,7 +374,7 @@ def check(stack_dir, build_each=None):
     git(["clone", "-q", "--local", repo, tree], cwd=BUILD, quiet=True)
     git(["config", "user.name", "unsteal lab"], cwd=tree)
     git(["config", "user.email", "lab@unsteal.invalid"], cwd=tree)
-    _add_untracked(stack_dir, tree)
+    add_untracked(stack_dir, tree)
 
     def built(i, name):
         if build_each:

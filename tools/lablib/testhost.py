@@ -165,7 +165,7 @@ def _security_mirror():
 
 def _apt_sources():
     key = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    text = (f"Types: deb\nURIs: {sources._debian_mirror()}\nSuites: {SUITE} {SUITE}-updates\n"
+    text = (f"Types: deb\nURIs: {sources.debian_mirror()}\nSuites: {SUITE} {SUITE}-updates\n"
             f"Components: main\nSigned-By: {key}\n")
     sec = _security_mirror()
     if sec:
@@ -270,7 +270,7 @@ def _cached_root(name, parent, packages, key, debs=None):
                 step(f"testhost: debootstrap {SUITE} (minbase; log in _build/logs/"
                      f"testhost-debootstrap.log)")
                 run(["nice", "-n", "19", "debootstrap", "--variant=minbase", SUITE, tmp,
-                     sources._debian_mirror()], log=os.path.join(LOGS, "testhost-debootstrap.log"))
+                     sources.debian_mirror()], log=os.path.join(LOGS, "testhost-debootstrap.log"))
                 with open(os.path.join(tmp, "etc/apt/sources.list.d/debian.sources"), "w") as fh:
                     fh.write(_apt_sources())
                 if os.path.exists(os.path.join(tmp, "etc/apt/sources.list")):
