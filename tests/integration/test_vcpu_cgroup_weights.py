@@ -11,7 +11,8 @@ relative to four default 1-vCPU domains:
   10 %; 'tools/lab bench mixed' measured 0.93-1.00 of the share after the
   cap, and 0.93-0.98 after cpu_shares=2048, the same weight without a
   cap); a cap that binds (20000: 0.4 CPUs) holds it at the
-  cap; no cap ever raises its CPU time;
+  cap; no cap ever raises its CPU time (by more than 5 %, 8 % on TCG
+  CPUs);
 - cpu_shares=S gives it S / (4 x D + S) of the CPU time (D = 1024 on
   cgroup v1, 100 on v2; within 12 %), for S = 4 D everywhere and for
   S = D / 2 where the host's CPUs are real; halving the default lowers its
@@ -20,13 +21,14 @@ relative to four default 1-vCPU domains:
   competitors gets more than its share with either placement (0.120 stock,
   0.133-0.143 per-host, against 0.111), so there the S = D / 2 figure is
   printed, not compared;
-- the four default guests keep equal CPU time per vCPU (within 15 %),
-  except under the binding cap, where no fairness claim is made;
+- the four default guests keep equal CPU time per vCPU (within 15 %, 25 %
+  on TCG CPUs), except under the binding cap, where no fairness claim is
+  made;
 - writing the defaults back brings it back to its share.
 
 CPU time is each vCPU thread's run time from /proc/PID/task/TID/schedstat,
-the median of three windows, as a fraction of the run time of all the
-guests' vCPUs (the host's busy CPUs).  On cgroup v1 the settings are
+the median of three windows (five on TCG CPUs), as a fraction of the run
+time of all the guests' vCPUs (the host's busy CPUs).  On cgroup v1 the settings are
 applied live (schedinfo --live); on cgroup v2, where placement is chosen at
 start, noisy is started again with them in its <cputune>.
 """
@@ -41,7 +43,16 @@ from labtest import daemon, guest, measure
 
 # The test host's CPUs are QEMU TCG CPUs (tools/lablib/testhost.py)
 TCG_CPUS = os.environ.get("UNSTEAL_TESTHOST") == "1"
-WINDOWS = 3
+# TCG CPUs are noisier: more windows, and wider bounds where CPU time is
+# compared between guests.  Measured there (three clean-clone runs and two
+# rows by hand): the small guests' max/min up to 1.16, noisy after a cap
+# that does not bind 1.035-1.045 of its share before (its own group gets a
+# little more than the per-host group on TCG CPUs, as a light domain
+# does, see docs/performance.md); on the development host up to 1.06 and
+# 0.96-1.02.
+WINDOWS = 5 if TCG_CPUS else 3
+EQUAL = 1.25 if TCG_CPUS else 1.15
+NEVER_MORE = 1.08 if TCG_CPUS else 1.05
 SECONDS = 3
 # After a move the scheduler's load averages take a few seconds to settle
 SETTLE = 3
@@ -105,7 +116,7 @@ def main(t):
     base, spread = measure_shares(names, noisy)
     t.ok(abs(base[noisy] - 2 / 6) <= 2 / 6 * 0.12,
          f"defaults: noisy gets 2/6 of the CPU time ({base[noisy]:.3f})")
-    t.ok(spread <= 1.15, f"defaults: the small guests get equal CPU time ({spread:.2f})")
+    t.ok(spread <= EQUAL, f"defaults: the small guests get equal CPU time ({spread:.2f})")
 
     half = D // 2
     cases = [
@@ -132,12 +143,12 @@ def main(t):
             # (Under a binding cap a throttled vCPU leaves its CPU to the
             # guests that share it until the load balancer catches up,
             # with any placement: no fairness claim is made there.)
-            t.ok(spread <= 1.15, f"{what}: the small guests get equal CPU time ({spread:.2f})")
+            t.ok(spread <= EQUAL, f"{what}: the small guests get equal CPU time ({spread:.2f})")
         if check == "unchanged":
             t.ok(abs(frac - base[noisy]) <= base[noisy] * 0.10,
                  f"{what}: noisy's CPU time within 10 % ({base[noisy]:.3f} -> {frac:.3f})")
         if check in ("unchanged", "capped"):
-            t.ok(frac <= base[noisy] * 1.05,
+            t.ok(frac <= base[noisy] * NEVER_MORE,
                  f"{what}: a cap never raises noisy's CPU time ({base[noisy]:.3f} -> {frac:.3f})")
         if check == "capped":
             # The cap in host CPUs, as a fraction of the busy CPUs
