@@ -110,6 +110,8 @@ def main():
        "  demo: Add the first comment\n" in text and "  docs: Extend the README\n" in text and
        "Date: Thu, 1 Jan 2026 00:00:00 +0000" in text and "hello.c" in text,
        "export keeps the cover letter's text and regenerates its shortlog", text)
+    ok("\nFrom: T <t@t.invalid>\n" in text,
+       "export keeps the cover letter's sender, not the work tree's identity", text[:200])
     ok(open(os.path.join(d, "series")).read().split() == names and os.path.exists(cover),
        "the cover letter is kept out of the series")
     try:

@@ -222,30 +222,33 @@ COVER_SUBJECT_RE = re.compile(r"^Subject: \[PATCH 0+/(\d+)\] (.*)$", re.M)
 
 
 def _cover_parts(text):
-    """The hand-written parts of a cover letter: Date line, subject, text."""
+    """The hand-written parts of a cover letter: From and Date lines, subject, text."""
+    sender = re.search(r"^From: .*$", text, re.M)
     date = re.search(r"^Date: .*$", text, re.M)
     subject = COVER_SUBJECT_RE.search(text)
-    if not date or not subject:
-        raise LabError(f"{COVER}: no 'Date:' or 'Subject: [PATCH 00/N] ...' line")
+    if not sender or not date or not subject:
+        raise LabError(f"{COVER}: no 'From:', 'Date:' or 'Subject: [PATCH 00/N] ...' line")
     body = text[text.index("\n\n", subject.end()) + 2:]
     shortlog = re.search(r"^\S.* \(\d+\):$", body, re.M)
     if not shortlog:
         raise LabError(f"{COVER}: no shortlog ('Author (N):' line) after the text")
-    return date.group(0), subject.group(2), body[:shortlog.start()]
+    return sender.group(0), date.group(0), subject.group(2), body[:shortlog.start()]
 
 
 def _write_cover(stack_dir, wt):
-    """Regenerate the cover letter's shortlog and diffstat, keeping its text."""
+    """Regenerate the cover letter's shortlog and diffstat, keeping its text
+    and sender (git would sign it with the work tree's lab identity)."""
     path = os.path.join(stack_dir, COVER)
     if not os.path.exists(path):
         return
     with open(path) as fh:
-        date, subject, blurb = _cover_parts(fh.read())
+        sender, date, subject, blurb = _cover_parts(fh.read())
     out = git(["format-patch", "--cover-letter", "--zero-commit", "--no-signature", "--numbered",
                "--stdout", "--full-index", "--no-renames", "base..HEAD"], cwd=wt,
               capture=True).stdout
     cover = out[:out.index("\nFrom 0000000000000000000000000000000000000000", 1) + 1]
-    cover = re.sub(r"^Date: .*$", date, cover, count=1, flags=re.M)
+    cover = re.sub(r"^From: .*$", lambda _: sender, cover, count=1, flags=re.M)
+    cover = re.sub(r"^Date: .*$", lambda _: date, cover, count=1, flags=re.M)
     cover = cover.replace("*** SUBJECT HERE ***", subject, 1)
     cover = cover.replace("*** BLURB HERE ***\n\n", blurb, 1)
     with open(path, "w") as fh:
