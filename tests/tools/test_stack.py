@@ -89,6 +89,13 @@ def main():
     again = {x: open(os.path.join(d, x)).read() for x in names}
     ok(first == again, "exporting again changes nothing")
 
+    # A work tree made from the series commits as the series' author.
+    wt = stack.ensure_worktree(d, force=True)
+    ident = subprocess.run(["git", "-C", wt, "var", "GIT_AUTHOR_IDENT"], check=True,
+                           capture_output=True, text=True).stdout
+    ok(ident.startswith("T <t@t.invalid> "),
+       "a new commit in the work tree is authored by the series' author", ident)
+
     try:
         stack.check(d)
         ok(True, "a good series passes check")

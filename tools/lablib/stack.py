@@ -167,6 +167,21 @@ def apply_series(stack_dir, wt, patches=None, on_applied=None):
             on_applied(i, name)
 
 
+def _series_author(stack_dir):
+    """(name, email) of the series' first patch: a commit made in the work
+    tree is the series' own, not the lab's (the base commit uses GIT_ID)."""
+    patches = read_series(stack_dir)
+    if patches:
+        with open(os.path.join(stack_dir, patches[0]), errors="replace") as fh:
+            for line in fh:
+                m = re.match(r"From: (.+?) <([^>]+)>$", line.rstrip("\n"))
+                if m:
+                    return m.group(1), m.group(2)
+                if not line.strip():
+                    break
+    return GIT_ID["GIT_AUTHOR_NAME"], GIT_ID["GIT_AUTHOR_EMAIL"]
+
+
 def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
     """Create _build/src/NAME with the series applied, or reuse it when up to date."""
     wt = worktree_path(stack_dir)
@@ -193,8 +208,9 @@ def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
     mkdirs(os.path.dirname(wt))
     step(f"worktree: cloning the base into {wt}")
     git(["clone", "-q", "--shared" if False else "--local", repo, wt], cwd=BUILD, quiet=True)
-    git(["config", "user.name", "unsteal lab"], cwd=wt)
-    git(["config", "user.email", "lab@unsteal.invalid"], cwd=wt)
+    name, email = _series_author(stack_dir)
+    git(["config", "user.name", name], cwd=wt)
+    git(["config", "user.email", email], cwd=wt)
     git(["fetch", "-q", "origin", "refs/tags/base:refs/tags/base"], cwd=wt, check=False,
         capture=True)
     add_untracked(stack_dir, wt)
