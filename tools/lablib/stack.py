@@ -173,12 +173,10 @@ def _series_author(stack_dir):
     patches = read_series(stack_dir)
     if patches:
         with open(os.path.join(stack_dir, patches[0]), errors="replace") as fh:
-            for line in fh:
-                m = re.match(r"From: (.+?) <([^>]+)>$", line.rstrip("\n"))
-                if m:
-                    return m.group(1), m.group(2)
-                if not line.strip():
-                    break
+            hdrs = fh.read().partition("\n\n")[0]
+        m = re.search(r"^From: (.+?) <([^>]+)>$", hdrs, re.M)
+        if m:
+            return m.group(1), m.group(2)
     return GIT_ID["GIT_AUTHOR_NAME"], GIT_ID["GIT_AUTHOR_EMAIL"]
 
 
@@ -252,8 +250,8 @@ def _cover_parts(text):
 
 
 def _write_cover(stack_dir, wt):
-    """Regenerate the cover letter's shortlog and diffstat, keeping its text
-    and sender (git would sign it with the work tree's lab identity)."""
+    """Regenerate the cover letter's shortlog and diffstat, keeping its text,
+    sender and date (git would put the work tree's identity and now)."""
     path = os.path.join(stack_dir, COVER)
     if not os.path.exists(path):
         return
