@@ -21,7 +21,7 @@ WORK = tap.setup("unsteal-testhost-debs-test-")
 ROOT = tap.ROOT
 ok = tap.ok
 
-from lablib import common, testhost  # noqa: E402
+from lablib import common, testhostroot  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 
@@ -62,7 +62,7 @@ def package_output(patches, summary=True, debs=("libvirt0_1.0-1+unsteal1_amd64.d
 
 def refused(what, want):
     try:
-        got = testhost.package_debs(STACK)
+        got = testhostroot.package_debs(STACK)
     except LabError as e:
         ok(want in str(e), f"{what}: refused, the error says {want!r}", str(e))
         return
@@ -71,7 +71,7 @@ def refused(what, want):
 
 package_output(PATCHES)
 try:
-    version, debs = testhost.package_debs(STACK)
+    version, debs = testhostroot.package_debs(STACK)
     ok(version == "1.0-1+unsteal1", "the packages of the checked-out series: accepted, "
        "version with +unsteal1", version)
     ok([os.path.basename(d) for d in debs] == ["libvirt0_1.0-1+unsteal1_amd64.deb"],

@@ -22,10 +22,10 @@ import tap  # noqa: E402
 WORK = tap.setup("unsteal-testhost-verdict-test-")
 ok = tap.ok
 
-from lablib import common, testhost  # noqa: E402
+from lablib import common, testhost, testhostroot  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
-os.makedirs(testhost.TH, exist_ok=True)
+os.makedirs(testhostroot.TH, exist_ok=True)
 
 UP = "Booting from ROM..\x1bc\x1b[?7l\x1b[2Junsteal-testhost: up 3.71 s, kernel 6.12, 2 CPUs"
 GOOD = [UP,
@@ -53,7 +53,7 @@ ok(res == (1, 0), "a finished run: one passed, the skipped program not counted",
 ok(out.up_at == 0.0 and out.guest_uptime == 3.71,
    "the 'up' line is found behind the firmware's terminal escapes",
    (out.up_at, out.guest_uptime))
-saved = json.load(open(os.path.join(testhost.TH, "result-v1-comounted.json")))
+saved = json.load(open(os.path.join(testhostroot.TH, "result-v1-comounted.json")))
 ok(saved["skipped"] == ["vcpu_cgroup_v2"] and saved["assertions_ok"] == 2
    and saved["problems"] == [], "the result file names the skip and counts assertions",
    saved)
@@ -61,7 +61,7 @@ ok(saved["skipped"] == ["vcpu_cgroup_v2"] and saved["assertions_ok"] == 2
 bad = GOOD[:3] + ["# not ok 2 - busy vCPUs run", "not ok 1 - lab_guest"] + GOOD[5:]
 out, res = run(bad)
 ok(res == (0, 1), "a failed program fails the row", res)
-saved = json.load(open(os.path.join(testhost.TH, "result-v1-comounted.json")))
+saved = json.load(open(os.path.join(testhostroot.TH, "result-v1-comounted.json")))
 ok(saved["assertions_not_ok"] == [[False, "lab_guest", "busy vCPUs run"]],
    "the failed assertion is recorded with its program", saved["assertions_not_ok"])
 
@@ -73,7 +73,7 @@ out, res = run([UP, "unsteal-testhost: 0 passed, 0 failed, 0 skipped",
 ok(res == (0, 1), "a finished run that reported no test program fails the row", res)
 
 out, res = run(["SeaBIOS", "Kernel panic - not syncing: VFS: Unable to mount root fs"])
-saved = json.load(open(os.path.join(testhost.TH, "result-v1-comounted.json")))
+saved = json.load(open(os.path.join(testhostroot.TH, "result-v1-comounted.json")))
 ok(res == (0, 1) and any("did not boot to the runner" in p for p in saved["problems"])
    and any("Kernel panic" in p for p in saved["problems"]),
    "a kernel that never reached the runner fails the row and names the panic",
