@@ -10,7 +10,8 @@ relative to four default 1-vCPU domains:
   nothing beyond what leaving the per-host group costs on 2 CPUs (within
   10 %; 'tools/lab bench mixed' measured 0.93-1.00 of the share after the
   cap, and 0.93-0.98 after cpu_shares=2048, the same weight without a
-  cap); a cap that binds (20000: 0.4 CPUs) holds it at the
+  cap; 'tools/lab bench tuned' traces it to QEMU's main thread waking in
+  the domain's group beside its vCPUs); a cap that binds (20000: 0.4 CPUs) holds it at the
   cap; no cap ever raises its CPU time (by more than 5 %, 8 % on TCG
   CPUs);
 - cpu_shares=S gives it S / (4 x D + S) of the CPU time (D = 1024 on

@@ -2,7 +2,7 @@
 /*
  * vcpu-spin: one synthetic "domain" for tools/lab bench sched.
  *
- *   vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS]
+ *   vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS [WAKE_MS]]
  *
  * Starts NTHREADS threads named "vcpu N" that stand in for a domain's vCPU
  * threads.  With DUTY_PCT 100 a thread is a pure CPU hog; below 100 it
@@ -12,10 +12,17 @@
  * CLOCK_THREAD_CPUTIME_ID), not wall time, so a thread that waits for a
  * CPU still asks for the same work per period.
  *
+ * The main thread stands in for QEMU's main loop.  With WAKE_MS > 0 it
+ * wakes up every WAKE_MS and goes back to sleep at once, as the main loop
+ * of an idle guest does on its timers (an idle spinning lab guest's QEMU
+ * wakes about 18 times a second); with 0 (the default) it sleeps until
+ * stdin is closed.
+ *
  * Prints one thread id per line, then "ready", and runs until stdin is
  * closed; the benchmark moves the threads between cgroups by TID.
  */
 #define _GNU_SOURCE
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,19 +91,24 @@ int
 main(int argc, char **argv)
 {
 	struct vcpu *v;
-	long n, duty, period_ms = 100;
+	long n, duty, period_ms = 100, wake_ms = 0;
+	struct pollfd in = { .fd = 0, .events = POLLIN };
 	char c;
 
-	if (argc < 3 || argc > 4) {
-		fprintf(stderr, "usage: vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS]\n");
+	if (argc < 3 || argc > 5) {
+		fprintf(stderr, "usage: vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS [WAKE_MS]]\n");
 		return 2;
 	}
 	n = strtol(argv[1], NULL, 10);
 	duty = strtol(argv[2], NULL, 10);
-	if (argc == 4)
+	if (argc >= 4)
 		period_ms = strtol(argv[3], NULL, 10);
-	if (n < 1 || n > 256 || duty < 1 || duty > 100 || period_ms < 1 || period_ms > 10000) {
-		fprintf(stderr, "vcpu-spin: need 1..256 threads, duty 1..100 %%, period 1..10000 ms\n");
+	if (argc == 5)
+		wake_ms = strtol(argv[4], NULL, 10);
+	if (n < 1 || n > 256 || duty < 1 || duty > 100 || period_ms < 1 || period_ms > 10000 ||
+	    wake_ms < 0 || wake_ms > 10000) {
+		fprintf(stderr, "vcpu-spin: need 1..256 threads, duty 1..100 %%, period 1..10000 ms, "
+			"wake 0..10000 ms\n");
 		return 2;
 	}
 	v = calloc(n, sizeof(*v));
@@ -123,8 +135,14 @@ main(int argc, char **argv)
 	}
 	printf("ready\n");
 	fflush(stdout);
-	while (read(0, &c, 1) > 0)
-		;
+	for (;;) {
+		int r = poll(&in, 1, wake_ms > 0 ? (int)wake_ms : -1);
+
+		if (r == 0)
+			continue;
+		if (r < 0 || read(0, &c, 1) <= 0)
+			break;
+	}
 	done = 1;
 	for (long i = 0; i < n; i++)
 		pthread_join(v[i].thread, NULL);

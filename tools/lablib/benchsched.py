@@ -145,10 +145,12 @@ class Layout:
 
 
 class Domain:
-    def __init__(self, name, vcpus, duty):
+    def __init__(self, name, vcpus, duty, wake_ms=0):
+        """wake_ms: the main thread (QEMU's main loop) wakes that often; 0: never."""
         self.name, self.vcpus, self.duty = name, vcpus, duty
-        self.proc = subprocess.Popen([SPIN_BIN, str(vcpus), str(duty)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        argv = [SPIN_BIN, str(vcpus), str(duty)] + (["100", str(wake_ms)] if wake_ms else [])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
         self.tids = []
         for line in self.proc.stdout:
             line = line.strip()
