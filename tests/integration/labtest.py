@@ -154,6 +154,27 @@ def lab_processes():
     return pids + daemon._qemu_pids()
 
 
+def processes_named(comm):
+    """PIDs of the processes whose name (/proc/PID/comm) is comm."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                if pid.isdigit() and fh.read().strip() == comm:
+                    pids.append(pid)
+        except OSError:
+            pass
+    return pids
+
+
+def check_bench_cleanup(t, mount):
+    """The benchmark removed its cgroup tree and stopped its vcpu-spin processes."""
+    from lablib import benchsched
+    t.ok(not os.path.exists(os.path.join(mount, benchsched.BENCH_GROUP)),
+         "the benchmark removed its cgroup tree")
+    t.eq(processes_named("vcpu-spin"), [], "no vcpu-spin process is left")
+
+
 def wait_for(cond, timeout=10):
     """Polls cond() every 0.1 s until it is true or `timeout` s passed; its
     last value."""

@@ -42,19 +42,7 @@ def main(t):
          f"per-domain: large/small per-vCPU ratio {pd['ratio']:.2f} <= 0.75")
     t.ok(ph["ratio"] is not None and ph["ratio"] >= 0.8,
          f"per-host: large/small per-vCPU ratio {ph['ratio']:.2f} >= 0.8")
-    t.ok(not os.path.exists(os.path.join(mount, benchsched.BENCH_GROUP)),
-         "the benchmark removed its cgroup tree")
-    left = [p for p in os.listdir("/proc") if p.isdigit()
-            and _comm(p) == "vcpu-spin"]
-    t.eq(left, [], "no vcpu-spin process is left")
-
-
-def _comm(pid):
-    try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
+    labtest.check_bench_cleanup(t, mount)
 
 
 labtest.run(main)

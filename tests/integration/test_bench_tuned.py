@@ -48,18 +48,7 @@ def main(t):
         else:
             t.ok(abs(share - 1) <= 0.05,
                  f"{placement}, {how}: noisy gets its share within 5 % ({share:.3f})")
-    t.ok(not os.path.exists(os.path.join(mount, benchsched.BENCH_GROUP)),
-         "the benchmark removed its cgroup tree")
-    left = [p for p in os.listdir("/proc") if p.isdigit() and _comm(p) == "vcpu-spin"]
-    t.eq(left, [], "no vcpu-spin process is left")
-
-
-def _comm(pid):
-    try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
+    labtest.check_bench_cleanup(t, mount)
 
 
 labtest.run(main)

@@ -24,14 +24,13 @@ import fcntl
 import glob
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import tempfile
 
 from .common import BUILD, CACHE, LabError, ROOT, STACKS, mkdirs, run, step
-from . import sources
+from . import chroot, sources
 
 SUITE = "trixie"
 TH = os.path.join(BUILD, "testhost")
@@ -81,34 +80,6 @@ ROOT_FORMAT = "1"   # bump when the way roots are made changes
 
 
 # ---------------------------------------------------------------- roots
-
-def _security_mirror():
-    """URI of the machine's security archive (None without one)."""
-    deb822 = "/etc/apt/sources.list.d/debian.sources"
-    if os.path.exists(deb822):
-        for stanza in re.split(r"\n\s*\n", open(deb822).read()):
-            uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
-            suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
-            if uris and suites and "security" in suites.group(1):
-                return uris.group(1)
-    if os.path.exists("/etc/apt/sources.list"):
-        for line in open("/etc/apt/sources.list"):
-            m = re.match(r"\s*deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+(\S+)", line)
-            if m and "security" in m.group(2):
-                return m.group(1)
-    return None
-
-
-def _apt_sources():
-    key = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    text = (f"Types: deb\nURIs: {sources.debian_mirror()}\nSuites: {SUITE} {SUITE}-updates\n"
-            f"Components: main\nSigned-By: {key}\n")
-    sec = _security_mirror()
-    if sec:
-        text += (f"\nTypes: deb\nURIs: {sec}\nSuites: {SUITE}-security\nComponents: main\n"
-                 f"Signed-By: {key}\n")
-    return text
-
 
 def _key(*lists):
     h = hashlib.sha256(ROOT_FORMAT.encode())
@@ -215,7 +186,7 @@ def _cached_root(name, parent, packages, key, debs=None):
                 run(["nice", "-n", "19", "debootstrap", "--variant=minbase", SUITE, tmp,
                      sources.debian_mirror()], log=os.path.join(LOGS, "testhost-debootstrap.log"))
                 with open(os.path.join(tmp, "etc/apt/sources.list.d/debian.sources"), "w") as fh:
-                    fh.write(_apt_sources())
+                    fh.write(chroot.apt_sources(SUITE))
                 if os.path.exists(os.path.join(tmp, "etc/apt/sources.list")):
                     os.unlink(os.path.join(tmp, "etc/apt/sources.list"))
                 with open(os.path.join(tmp, "etc/apt/apt.conf.d/90unsteal"), "w") as fh:
