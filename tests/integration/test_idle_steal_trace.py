@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Idle steal from a scheduler trace (tools/lablib/schedtrace.py and
+idlesteal.py) agrees with the kernel's own accounting on a real kernel.
+
+Two spinning processes pinned to the last CPU, a 3-second recording of
+sched_switch and sched_wakeup in a tracefs instance of our own, replayed:
+
+- each spinner's run and wait time from the replay match its
+  /proc/PID/schedstat over the same seconds (within 3 % of the window);
+- each is runnable all the time: run + wait is the whole window;
+- their waiting is no idle steal with their real affinity (one CPU),
+  whatever the other CPUs do;
+- the same replay with the affinity widened to every CPU counts as idle
+  steal the waiting during which another CPU was idle: printed, and
+  checked to be most of the wait when the other CPUs were idle most of
+  the window.
+
+Skipped on a kernel without tracefs (the lab kernel, and so the test host).
+"""
+
+import os
+import subprocess
+import time
+
+import labtest
+from lablib import idlesteal, schedtrace
+
+SECONDS = 3
+
+
+def schedstat(pid):
+    with open(f"/proc/{pid}/schedstat") as fh:
+        run_ns, wait_ns, _ = fh.read().split()
+    return int(run_ns) / 1e9, int(wait_ns) / 1e9
+
+
+def main(t):
+    if os.geteuid() != 0:
+        labtest.skip_all("needs root (run through tools/lab test)")
+    if not schedtrace.available():
+        labtest.skip_all("this kernel has no tracefs")
+    ncpu = os.cpu_count()
+    if ncpu < 2:
+        labtest.skip_all("needs two CPUs")
+    last = ncpu - 1
+    spinners = [subprocess.Popen(["taskset", "-c", str(last), "sh", "-c", "while :; do :; done"])
+                for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        pids = [p.pid for p in spinners]
+        affinity = {pid: os.sched_getaffinity(pid) for pid in pids}
+        with schedtrace.Recorder() as rec:
+            before = {pid: schedstat(pid) for pid in pids}
+            t0 = time.monotonic()
+            rec.start()
+            time.sleep(SECONDS)
+            lines = rec.stop()
+            wall = time.monotonic() - t0
+            after = {pid: schedstat(pid) for pid in pids}
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+    events = idlesteal.parse(lines)
+    t.eq(set(map(frozenset, affinity.values())), {frozenset({last})},
+         f"the spinners may run on CPU {last} only")
+    t.ok(len(events) > 100, f"the trace holds switch and wake-up events ({len(events)})")
+    real = {pid: affinity[pid] for pid in pids}
+    window, totals, idle = idlesteal.replay(events, real, range(ncpu))
+    t.ok(window > 0.9 * wall, f"the replay covers the recording ({window:.3f} of {wall:.3f} s)")
+    for pid in pids:
+        got = totals[pid]
+        run = (after[pid][0] - before[pid][0]) / wall
+        wait = (after[pid][1] - before[pid][1]) / wall
+        print(f"# spinner {pid}: trace run {got.run / window:.3f} wait {got.wait / window:.3f}; "
+              f"schedstat run {run:.3f} wait {wait:.3f}", flush=True)
+        t.ok(abs(got.run / window - run) <= 0.03,
+             f"spinner run time: trace {got.run / window:.3f} vs schedstat {run:.3f} of the window")
+        t.ok(abs(got.wait / window - wait) <= 0.03,
+             f"spinner wait time: trace {got.wait / window:.3f} vs schedstat {wait:.3f} of the window")
+        t.ok((got.run + got.wait) / window >= 0.97,
+             f"a spinner is runnable the whole window ({(got.run + got.wait) / window:.3f})")
+        t.eq(got.idle_wait, 0.0, "pinned to one CPU: its waiting is no idle steal")
+
+    wide = {pid: set(range(ncpu)) for pid in pids}
+    _, totals, _ = idlesteal.replay(events, wide, range(ncpu))
+    others_idle = sum(idle[c] for c in range(ncpu) if c != last) / window / (ncpu - 1)
+    wait = sum(v.wait for v in totals.values())
+    idle_wait = sum(v.idle_wait for v in totals.values())
+    print(f"# affinity widened: idle steal {idle_wait / window:.3f} of {wait / window:.3f} vCPUs "
+          f"waiting; the other CPUs idle {others_idle:.2f} of the window", flush=True)
+    if others_idle >= 0.8:
+        t.ok(idle_wait >= 0.6 * wait,
+             f"affinity widened, the other CPUs idle {others_idle:.2f}: most of the wait is "
+             f"idle steal ({idle_wait / window:.3f} of {wait / window:.3f})")
+    else:
+        t.skip("affinity widened: most of the wait is idle steal",
+               f"the other CPUs were idle only {others_idle:.2f} of the window")
+    t.ok(all(p.poll() is not None for p in spinners), "the spinners are stopped")
+
+
+labtest.run(main)
