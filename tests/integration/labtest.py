@@ -21,7 +21,7 @@ from lablib.common import LabError  # noqa: E402,F401
 
 # stdout is TAP; the lab's progress lines go to stderr.
 common.PROGRESS = sys.stderr
-from lablib.libvirt import PREFIX  # noqa: E402
+from lablib.libvirt import LIBVIRT_STACK, PREFIX  # noqa: E402
 
 CGROOT = "/sys/fs/cgroup"
 
@@ -232,7 +232,7 @@ def diagnose(since):
 def run(main):
     """Run a test body with a TAP object; always stop the lab afterwards."""
     require_lab()
-    print(f"# lab daemon: libvirt stack {common.LIBVIRT_STACK} ({PREFIX})", flush=True)
+    print(f"# lab daemon: libvirt stack {LIBVIRT_STACK.key} ({PREFIX})", flush=True)
     tap = TAP()
     start = time.time()
     try:

@@ -1,47 +1,46 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Subcommand implementations of tools/lab."""
 
-import os
-
-from .common import STACKS, stack_package, step
-from . import sources, stack
+from . import sources, stack, stacks
 
 
 def cmd_setup(args):
     sources.setup()
-    for key, d in STACKS.items():
-        sources.fetch_base(d, which=("orig", "debian"))
+    for s in stacks.known():
+        sources.fetch_base(s.dir, which=("orig", "debian"))
 
 
 def cmd_fetch(args):
-    sources.fetch_base(STACKS[args.stack], which=("orig", "debian") if args.debian else ("orig",))
+    sources.fetch_base(stacks.get(args.stack).dir,
+                       which=("orig", "debian") if args.debian else ("orig",))
 
 
 def cmd_worktree(args):
-    wt = stack.ensure_worktree(STACKS[args.stack], force=args.force)
+    wt = stack.ensure_worktree(stacks.get(args.stack).dir, force=args.force)
     print(wt)
 
 
 def cmd_export(args):
-    stack.export(STACKS[args.stack])
+    stack.export(stacks.get(args.stack).dir)
 
 
 def cmd_check(args):
+    st = stacks.get(args.stack)
     build_each = None
     if args.build_each:
         # How a stack is built follows from its project, not its key.
-        if stack_package(args.stack) == "libvirt":
+        if st.package == "libvirt":
             from .libvirt import build_tree
         else:
             from .kernel import build_tree
         build_each = build_tree
-    stack.check(STACKS[args.stack], build_each=build_each)
+    stack.check(st.dir, build_each=build_each)
 
 
 def cmd_build(args):
     if args.what in ("libvirt", "all"):
         from . import libvirt
-        libvirt.build(stack=libvirt.check_stack(args.stack or libvirt.LIBVIRT_STACK))
+        libvirt.build(stack=stacks.get(args.stack) if args.stack else libvirt.LIBVIRT_STACK)
     if args.what in ("kernel", "all"):
         from . import kernel
         kernel.build(patched=not args.stock)

@@ -17,20 +17,6 @@ CACHE = os.environ.get(
 )
 SOURCES = os.path.join(CACHE, "sources")
 
-# Every patch stack, by the key tools/lab takes.  One project may have
-# several bases: libvirt's series on Debian 13 (libvirt-patches/) and its port
-# to Debian 12 (libvirt-patches/debian-12/).  BASE's package= says which
-# project a stack belongs to (and so how it is built).
-STACKS = {
-    "libvirt": os.path.join(ROOT, "libvirt-patches"),
-    "libvirt-9.0": os.path.join(ROOT, "libvirt-patches", "debian-12"),
-    "kernel": os.path.join(ROOT, "kernel-patches"),
-}
-
-# The libvirt stack whose build the lab daemon, guests and integration tests
-# use (tools/lab start, virsh, guest, demo; tests/integration).
-LIBVIRT_STACK = os.environ.get("UNSTEAL_LIBVIRT_STACK", "libvirt")
-
 
 class LabError(Exception):
     """An error with a message meant for the operator; printed without a traceback."""
@@ -105,15 +91,6 @@ def read_kv(path):
             k, v = line.split("=", 1)
             out[k.strip()] = v.strip()
     return out
-
-
-def stack_package(key):
-    """The Debian source package of a stack (BASE's package=): libvirt, linux."""
-    return read_kv(os.path.join(STACKS[key], "BASE"))["package"]
-
-
-def libvirt_stacks():
-    return [k for k in STACKS if stack_package(k) == "libvirt"]
 
 
 def require_root(what):

@@ -14,13 +14,14 @@ import signal
 import subprocess
 import time
 
-from .common import BUILD, LIBVIRT_STACK, LabError, libvirt_stacks, mkdirs, require_root, step, warn
-from .libvirt import PREFIX
+from .common import BUILD, LabError, mkdirs, require_root, step, warn
+from .libvirt import LIBVIRT_STACK, PREFIX
+from . import stacks
 
 
 def lab_dir(stack):
     """PID files, qemu.conf bookkeeping and consoles of one libvirt stack's lab daemon."""
-    return os.path.join(BUILD, "lab" if stack == "libvirt" else f"lab-{stack}")
+    return os.path.join(BUILD, f"lab{stack.suffix}")
 
 
 # The lab daemon runs the build of UNSTEAL_LIBVIRT_STACK (default 'libvirt').
@@ -178,8 +179,8 @@ def _wait_socket(proc, timeout=START_TIMEOUT):
 def _spawn(name, args):
     bin_ = os.path.join(PREFIX, "sbin", name)
     if not os.path.exists(bin_):
-        raise LabError(f"{bin_} is missing: run tools/lab build libvirt --stack {LIBVIRT_STACK} "
-                       f"first")
+        raise LabError(f"{bin_} is missing: run tools/lab build libvirt --stack "
+                       f"{LIBVIRT_STACK.key} first")
     pidfile = os.path.join(LAB, f"{name}.pid")
     with open(os.path.join(BUILD, "logs", f"{name}.stderr"), "a") as err:
         p = subprocess.Popen([bin_, "-p", pidfile] + args, env=_full_env(),
@@ -193,8 +194,8 @@ def _spawn(name, args):
 
 def _other_stack_running():
     """Another libvirt stack whose lab daemon runs: both would manage /machine."""
-    for stack in libvirt_stacks():
-        if stack != LIBVIRT_STACK and _pid(DAEMON, lab_dir(stack)):
+    for stack in stacks.of_package("libvirt"):
+        if stack.key != LIBVIRT_STACK.key and _pid(DAEMON, lab_dir(stack)):
             return stack
     return None
 
@@ -204,8 +205,9 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
     require_root("tools/lab start")
     other = _other_stack_running()
     if other:
-        raise LabError(f"the lab daemon of the {other} stack is running and manages the same "
-                       f"cgroups; stop it first: UNSTEAL_LIBVIRT_STACK={other} tools/lab stop")
+        raise LabError(f"the lab daemon of the {other.key} stack is running and manages the "
+                       f"same cgroups; stop it first: UNSTEAL_LIBVIRT_STACK={other.key} "
+                       f"tools/lab stop")
     mkdirs(LAB, RUNDIR, os.path.join(BUILD, "logs"))
     _record_preexisting()
     conf = _write_conf(vcpu_cgroup, extra)
@@ -401,7 +403,7 @@ def stop():
 
 
 def status():
-    print(f"libvirt stack: {LIBVIRT_STACK} ({PREFIX})")
+    print(f"libvirt stack: {LIBVIRT_STACK.key} ({PREFIX})")
     for name in ("virtlogd", DAEMON):
         pid = _pid(name)
         print(f"{name}: {'pid ' + str(pid) if pid else 'not running'}")

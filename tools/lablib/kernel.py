@@ -6,7 +6,8 @@ import os
 import re
 import shutil
 
-from .common import BUILD, LabError, ROOT, STACKS, mkdirs, run, step
+from .common import BUILD, LabError, ROOT, mkdirs, run, step
+from . import stacks
 
 CONFIG_DIR = os.path.join(ROOT, "kernel-patches", "config")
 IMAGES = os.path.join(BUILD, "images")
@@ -103,7 +104,7 @@ def flavour_name(patched=True, debug=False, extra=()):
 def build(patched=True, debug=False, extra=()):
     """Build a bzImage; extra names more fragments (kernel-patches/config/NAME.config)."""
     from .stack import ensure_worktree
-    wt = ensure_worktree(STACKS["kernel"])
+    wt = ensure_worktree(stacks.get("kernel").dir)
     src = wt if patched else stock_tree(wt)
     flavour = flavour_name(patched, debug, extra)
     outdir = os.path.join(BUILD, f"kernel-{flavour}")

@@ -23,9 +23,9 @@ import statistics
 import subprocess
 import threading
 
-from .common import LabError, ROOT, STACKS, BUILD, mkdirs, step
+from .common import LabError, ROOT, BUILD, mkdirs, step
 from .common import run as sh
-from . import kernel, stack
+from . import kernel, stack, stacks
 from .guest import INIT_PREAMBLE
 
 KS = os.path.join(BUILD, "kselftest")
@@ -121,7 +121,7 @@ BENCH_RE = re.compile(r"swapoff-bench: idle=(\d+) run=(\d+) ms=([\d.]+) "
 
 
 def _tree():
-    return stack.ensure_worktree(STACKS["kernel"], quiet_reuse=True)
+    return stack.ensure_worktree(stacks.get("kernel").dir, quiet_reuse=True)
 
 
 def build_kernel(flavour, debug):

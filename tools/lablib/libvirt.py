@@ -3,39 +3,41 @@
 
 Every libvirt stack (tools/lab's keys 'libvirt', 'libvirt-9.0') has its own
 build directory, prefix and logs, so that builds of both bases live side by
-side: the 11.3.0 stack keeps _build/libvirt-build and _build/prefix, any other
-stack KEY gets _build/KEY-build and _build/prefix-KEY.
+side: stack KEY builds in _build/KEY-build and installs into _build/prefix
+(libvirt's default stack, the 11.3.0 one) or _build/prefix-KEY (any other;
+see stacks.Stack.suffix).
 """
 
 import os
 import re
 import shutil
 
-from .common import BUILD, LIBVIRT_STACK, LabError, STACKS, libvirt_stacks, run, step
-from . import mesonlog
+from .common import BUILD, LabError, run, step
+from . import mesonlog, stacks
 
 
-def builddir(stack="libvirt"):
-    return os.path.join(BUILD, f"{stack}-build")
+def builddir(stack):
+    return os.path.join(BUILD, f"{stack.key}-build")
 
 
-def prefix(stack="libvirt"):
-    return os.path.join(BUILD, "prefix" if stack == "libvirt" else f"prefix-{stack}")
+def prefix(stack):
+    return os.path.join(BUILD, f"prefix{stack.suffix}")
 
 
-def logpath(stack, what):
-    """_build/logs/STACK-WHAT.log: libvirt-build.log, libvirt-9.0-test.log, ..."""
-    return os.path.join(BUILD, "logs", f"{stack}-{what}.log")
+def logpath(name, what):
+    """_build/logs/NAME-WHAT.log: libvirt-build.log, libvirt-9.0-test.log, ..."""
+    return os.path.join(BUILD, "logs", f"{name}-{what}.log")
 
 
 def check_stack(stack):
-    if stack not in libvirt_stacks():
-        raise LabError(f"{stack!r} is not a libvirt stack; libvirt stacks: "
-                       f"{' '.join(libvirt_stacks())}")
+    if stack.package != "libvirt":
+        raise LabError(f"{stack.key!r} is not a libvirt stack; libvirt stacks: "
+                       f"{' '.join(s.key for s in stacks.of_package('libvirt'))}")
     return stack
 
 
 # The build the lab daemon runs (UNSTEAL_LIBVIRT_STACK, default 'libvirt').
+LIBVIRT_STACK = stacks.lab_libvirt()
 # UNSTEAL_LIBVIRT_PREFIX=/ runs the libvirt that Debian's packages installed
 # instead: on a merged-/usr Debian root every path the lab derives from the
 # prefix (sbin/virtqemud, bin/virsh, etc/libvirt/qemu.conf, var/run/libvirt,
@@ -96,16 +98,16 @@ def build(install=True, stack=LIBVIRT_STACK):
     """Build (and install) one libvirt stack's work tree into its own prefix."""
     from .stack import ensure_worktree
     check_stack(stack)
-    src = ensure_worktree(STACKS[stack])
+    src = ensure_worktree(stack.dir)
     bdir, pfx = builddir(stack), prefix(stack)
-    configure(src, bdir, pfx, logpath(stack, "meson-setup"))
-    log = logpath(stack, "build")
+    configure(src, bdir, pfx, logpath(stack.key, "meson-setup"))
+    log = logpath(stack.key, "build")
     step(f"libvirt: ninja {os.path.basename(bdir)} (incremental; log in {log})")
     run(["ninja", "-C", bdir], env=meson_env(), log=log)
     if install:
         step(f"libvirt: installing into {pfx}")
         run(["meson", "install", "-C", bdir, "--no-rebuild", "--quiet"], env=meson_env(),
-            log=logpath(stack, "install"))
+            log=logpath(stack.key, "install"))
     return src
 
 
@@ -120,7 +122,8 @@ def build_stock():
     tree is a second git work tree of the same repository at the base tag.
     """
     from .stack import add_untracked, ensure_worktree
-    wt = ensure_worktree(STACKS["libvirt"], quiet_reuse=True)
+    patched = stacks.default("libvirt")
+    wt = ensure_worktree(patched.dir, quiet_reuse=True)
     src = wt + "-stock"
     if os.path.isdir(src) and run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=src,
                                   check=False, capture=True).returncode != 0:
@@ -129,7 +132,7 @@ def build_stock():
     if not os.path.isdir(src):
         step(f"libvirt: checking out the stock base into {src}")
         run(["git", "worktree", "add", "-f", "--detach", src, "base"], cwd=wt, quiet=True)
-        add_untracked(STACKS["libvirt"], src)
+        add_untracked(patched.dir, src)
     configure(src, STOCK_BUILDDIR, STOCK_PREFIX, logpath("libvirt-stock", "meson-setup"))
     step("libvirt: building stock libvirt (log in _build/logs/libvirt-stock-build.log)")
     run(["ninja", "-C", STOCK_BUILDDIR], env=meson_env(),
@@ -156,7 +159,7 @@ def test_suite(syntax_check=True, stack=LIBVIRT_STACK):
     """
     build(install=False, stack=stack)
     bdir = builddir(stack)
-    log = logpath(stack, "test")
+    log = logpath(stack.key, "test")
     step(f"libvirt: meson test in {os.path.basename(bdir)} (libvirt's own suite; log in {log})")
     p = run(["meson", "test", "-C", bdir, "--no-rebuild", "--print-errorlogs",
              "--no-suite", "syntax-check"], env=meson_env(), check=False, log=log)
@@ -168,7 +171,7 @@ def test_suite(syntax_check=True, stack=LIBVIRT_STACK):
     counts = mesonlog.counts(log)
     if syntax_check:
         step("libvirt: syntax-check")
-        slog = logpath(stack, "syntax-check")
+        slog = logpath(stack.key, "syntax-check")
         p = run(["meson", "test", "-C", bdir, "--no-rebuild", "--suite", "syntax-check",
                  "--print-errorlogs"], env=meson_env(), check=False, log=slog)
         if p.returncode != 0:

@@ -29,8 +29,8 @@ import shutil
 import textwrap
 import time
 
-from .common import BUILD, LabError, STACKS, mkdirs, read_kv, run, step, watch
-from . import chroot, mesonlog, sources, stack
+from .common import BUILD, LabError, mkdirs, read_kv, run, step, watch
+from . import chroot, mesonlog, sources, stack, stacks
 
 SUFFIX_NAME = "unsteal"
 MAINTAINER = "Unsteal Developers <dev@unsteal.invalid>"
@@ -42,15 +42,16 @@ OUR_TESTS = ["qemuvcpucgrouptest", "check-augeas-libvirtd_qemu"]
 INSTALL = ["libvirt-daemon-system", "libvirt-clients", "libvirt-daemon-driver-qemu"]
 
 
-def resolve_stack(arg, default):
-    """A stack given as a key of STACKS or as a directory holding BASE and series."""
+def resolve_stack(arg, package):
+    """The directory of a stack given as a key or as a directory holding BASE
+    and series; None: the project's default stack (package: libvirt, linux)."""
     if arg is None:
-        arg = default
-    if arg in STACKS:
-        return STACKS[arg]
+        return stacks.default(package).dir
+    if arg in stacks.keys():
+        return stacks.get(arg).dir
     path = os.path.abspath(arg)
     if not os.path.isfile(os.path.join(path, "BASE")):
-        raise LabError(f"{arg}: not a stack (known: {', '.join(sorted(STACKS))}, or a "
+        raise LabError(f"{arg}: not a stack (known: {', '.join(sorted(stacks.keys()))}, or a "
                        f"directory with a BASE file)")
     return path
 
@@ -446,5 +447,5 @@ def command(args):
             install_check(stack_dir)
         return 0
     from . import kpackage
-    stack_dir = resolve_stack(args.stack, "kernel")
+    stack_dir = resolve_stack(args.stack, "linux")
     return kpackage.command(stack_dir, args)

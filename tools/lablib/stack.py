@@ -18,8 +18,8 @@ import re
 import shutil
 import tempfile
 
-from .common import BUILD, CACHE, LabError, mkdirs, read_kv, run, step
-from . import sources
+from .common import BUILD, CACHE, LabError, mkdirs, run, step
+from . import sources, stacks
 
 GIT_ID = {
     "GIT_AUTHOR_NAME": "unsteal lab", "GIT_AUTHOR_EMAIL": "lab@unsteal.invalid",
@@ -61,7 +61,7 @@ def series_hash(stack_dir):
 
 
 def worktree_path(stack_dir):
-    return os.path.join(BUILD, "src", read_kv(os.path.join(stack_dir, "BASE"))["name"])
+    return stacks.at(stack_dir).worktree
 
 
 def _base_repo(stack_dir):
@@ -182,25 +182,26 @@ def _series_author(stack_dir):
 
 def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
     """Create _build/src/NAME with the series applied, or reuse it when up to date."""
-    wt = worktree_path(stack_dir)
+    st = stacks.at(stack_dir)
+    wt = st.worktree
     want = series_hash(stack_dir)
     state = _load_state(wt) if os.path.isdir(wt) else None
     if os.path.isdir(wt) and not state and not force:
         raise LabError(f"{wt} exists but was not made completely (a patch did not apply?); "
                        f"finish it by hand (git am -3 ..., then tools/lab export "
-                       f"{_stack_key(stack_dir)}) or recreate it with --force")
+                       f"{st.key}) or recreate it with --force")
     if state and not force:
         if state.get("series") == want:
             if not quiet_reuse:
-                step(f"worktree: {wt} is up to date with {os.path.basename(stack_dir)}/series")
+                step(f"worktree: {wt} is up to date with {st.rel}/series")
             return wt
         if _head(wt) != state.get("head"):
             raise LabError(
                 f"{wt} has commits that are not exported, and {stack_dir} changed since the work "
                 f"tree was made.\n  export them first: tools/lab export "
-                f"{_stack_key(stack_dir)}\n  or throw them away: tools/lab worktree "
-                f"{_stack_key(stack_dir)} --force")
-        step(f"worktree: {os.path.basename(stack_dir)} changed; recreating {wt}")
+                f"{st.key}\n  or throw them away: tools/lab worktree "
+                f"{st.key} --force")
+        step(f"worktree: {st.rel} changed; recreating {wt}")
     base, repo = _base_repo(stack_dir)
     shutil.rmtree(wt, ignore_errors=True)
     mkdirs(os.path.dirname(wt))
@@ -213,19 +214,11 @@ def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
         capture=True)
     add_untracked(stack_dir, wt)
     patches = read_series(stack_dir)
-    step(f"worktree: applying {len(patches)} patch(es) from {os.path.basename(stack_dir)}/series")
+    step(f"worktree: applying {len(patches)} patch(es) from {st.rel}/series")
     apply_series(stack_dir, wt, patches)
     with open(_state_path(wt), "w") as fh:
         json.dump({"series": want, "head": _head(wt)}, fh)
     return wt
-
-
-def _stack_key(stack_dir):
-    from .common import STACKS
-    for k, v in STACKS.items():
-        if os.path.samefile(v, stack_dir):
-            return k
-    return stack_dir
 
 
 # The cover letter of a series, as on the mailing list: kept beside the
@@ -308,10 +301,10 @@ def _unfolded_subject(text):
 
 def export(stack_dir):
     """Write the work tree's commits since 'base' back as the stack's patches and series."""
-    wt = worktree_path(stack_dir)
+    st = stacks.at(stack_dir)
+    wt = st.worktree
     if not os.path.isdir(wt):
-        raise LabError(f"no work tree at {wt}; create one with tools/lab worktree "
-                       f"{_stack_key(stack_dir)}")
+        raise LabError(f"no work tree at {wt}; create one with tools/lab worktree {st.key}")
     dirty = git(["status", "--porcelain", "--untracked-files=no"], cwd=wt,
                 capture=True).stdout.strip()
     if dirty:

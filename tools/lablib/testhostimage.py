@@ -21,7 +21,8 @@ import re
 import shutil
 import time
 
-from .common import LabError, ROOT, STACKS, mkdirs, run, step
+from .common import LabError, ROOT, mkdirs, run, step
+from . import stacks
 from .testhostroot import (IN, IN_BUILD, IN_PREFIX, LIBVIRT_FROM, LOGS, TH, base_tarball,
                            build_in_root, package_debs, rmtree, runtime_tarball, unpack,
                            write_file)
@@ -202,10 +203,9 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
                         ignore=shutil.ignore_patterns("__pycache__"))
     # The lab reads every stack's BASE to tell the stacks apart; the patches
     # themselves stay out (the image carries the built prefix).
-    for stack_dir in STACKS.values():
-        rel = os.path.relpath(stack_dir, ROOT)
-        mkdirs(r + IN + "/" + rel)
-        shutil.copy2(os.path.join(stack_dir, "BASE"), r + IN + "/" + rel + "/BASE")
+    for s in stacks.known():
+        mkdirs(r + IN + "/" + s.rel)
+        shutil.copy2(os.path.join(s.dir, "BASE"), r + IN + "/" + s.rel + "/BASE")
     # The spinner binary must look newer than its source (benchsched rebuilds otherwise).
     now = time.time()
     os.utime(r + IN_BUILD + "/bench/vcpu-spin", (now, now))
@@ -239,8 +239,7 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
 
 
 def stack_worktree_libvirt():
-    from .stack import worktree_path
-    return worktree_path(STACKS["libvirt"])
+    return stacks.default("libvirt").worktree
 
 
 def _mask_libvirt_units(root):

@@ -29,8 +29,8 @@ import shutil
 import subprocess
 import tempfile
 
-from .common import BUILD, CACHE, LabError, ROOT, STACKS, mkdirs, run, step
-from . import chroot, sources
+from .common import BUILD, CACHE, LabError, ROOT, mkdirs, run, step
+from . import chroot, sources, stacks
 
 SUITE = "trixie"
 TH = os.path.join(BUILD, "testhost")
@@ -245,7 +245,7 @@ def build_in_root(libvirt_from="tree"):
     trixie's toolchain and libraries."""
     from . import libvirt
     from .stack import ensure_worktree
-    src = ensure_worktree(STACKS["libvirt"], quiet_reuse=True)
+    src = ensure_worktree(stacks.default("libvirt").dir, quiet_reuse=True)
     root = _ensure_buildroot()
     ccache = os.path.join(os.path.expanduser("~"), ".cache", "ccache")
     mkdirs(ccache)
@@ -330,7 +330,7 @@ def package_debs(stack_dir=None):
     from . import package
     from .common import read_kv
     from .stack import read_series
-    stack_dir = stack_dir or STACKS["libvirt"]
+    stack_dir = stack_dir or stacks.default("libvirt").dir
     base = read_kv(os.path.join(stack_dir, "BASE"))
     version = package.local_version(base)
     out = package.outdir(base)

@@ -22,8 +22,8 @@ stage).
 import os
 import traceback
 
-from .common import LIBVIRT_STACK, LabError, STACKS, libvirt_stacks, step
-from . import sources, stack
+from .common import LabError, step
+from . import sources, stack, stacks
 
 
 class Tally:
@@ -69,22 +69,22 @@ def run_all(quick=False):
         t.stage("setup (deb-src entries, packages, pinned sources)", sources.setup)
     else:
         print("lab: not root: skipping setup, the lab daemon and integration tests need root")
-    for key, d in STACKS.items():
-        t.stage(f"{key} series: lint and apply in order",
-                lambda d=d: stack.check(d))
+    for s in stacks.known():
+        t.stage(f"{s.key} series: lint and apply in order",
+                lambda d=s.dir: stack.check(d))
     from . import package, kpackage
-    from .common import read_kv
-    for key, d in sorted(STACKS.items()):
-        pkg = read_kv(os.path.join(d, "BASE")).get("package")
-        if pkg == "libvirt":
-            t.stage(f"{key} package: Debian source package with the series (dpkg-source, "
-                    f"fuzz 0, changelog)", lambda d=d: _one(package.check_prepare(d)))
-        elif pkg == "linux":
-            t.stage(f"{key} package: series on Debian's patched linux tree, flavour config",
-                    lambda d=d: _one(kpackage.quick_check(d)))
+    for s in sorted(stacks.known(), key=lambda s: s.key):
+        if s.package == "libvirt":
+            t.stage(f"{s.key} package: Debian source package with the series (dpkg-source, "
+                    f"fuzz 0, changelog)", lambda d=s.dir: _one(package.check_prepare(d)))
+        elif s.package == "linux":
+            t.stage(f"{s.key} package: series on Debian's patched linux tree, flavour config",
+                    lambda d=s.dir: _one(kpackage.quick_check(d)))
     from . import libvirt, kernel, ownsrc, guest
-    # The daemon's stack keeps the historical stage names; another one is named.
-    which = "" if LIBVIRT_STACK == "libvirt" else f" ({LIBVIRT_STACK})"
+    lab = libvirt.LIBVIRT_STACK
+    # The daemon's stack keeps the historical stage names when it is libvirt's
+    # default stack; another one is named.
+    which = "" if lab.default else f" ({lab.key})"
     built = t.stage(f"build libvirt{which}", lambda: libvirt.build()) is not None
     t.stage("build kernel", lambda: kernel.build(patched=True))
     t.stage("build guest initramfs", guest.build_initramfs)
@@ -93,14 +93,14 @@ def run_all(quick=False):
                 lambda: libvirt.test_suite(syntax_check=True))
     # The other libvirt bases: kept building and passing libvirt's own unit
     # suite (under a minute once built); their syntax-check only in a full run.
-    for key in libvirt_stacks():
-        if key == LIBVIRT_STACK:
+    for other in stacks.of_package("libvirt"):
+        if other.key == lab.key:
             continue
-        if t.stage(f"build {key}", lambda key=key: libvirt.build(install=False, stack=key)) \
-                is None:
+        if t.stage(f"build {other.key}",
+                   lambda s=other: libvirt.build(install=False, stack=s)) is None:
             continue
-        t.stage(f"{key}: libvirt's own test suite" + ("" if quick else " and syntax-check"),
-                lambda key=key: libvirt.test_suite(syntax_check=not quick, stack=key))
+        t.stage(f"{other.key}: libvirt's own test suite" + ("" if quick else " and syntax-check"),
+                lambda s=other: libvirt.test_suite(syntax_check=not quick, stack=s))
     t.stage("our tests (meson test)", ownsrc.test)
     # The same libvirt integration tests on the hosts of the matrix: a
     # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and
@@ -115,7 +115,7 @@ def run_all(quick=False):
                 t.stage(f"test host {v}: libvirt integration tests "
                         f"({', '.join(testhost.tests_in_host(v))})",
                         lambda v=v: testhost.test_row(v))
-    if stack.read_series(STACKS["kernel"]):
+    if stack.read_series(stacks.get("kernel").dir):
         try:
             from . import kselftest
         except ImportError:
