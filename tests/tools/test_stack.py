@@ -142,8 +142,9 @@ def main():
        "the series re-applies as the same commits")
 
     # A second base of the same project, nested in the first stack's
-    # directory as libvirt-patches/debian-12/ is: a work tree of its own,
-    # and neither export nor check of one stack touches the other's patches.
+    # directory (the libvirt bases sit side by side in libvirt-patches/, the
+    # harder nested layout must work too): a work tree of its own, and
+    # neither export nor check of one stack touches the other's patches.
     d2 = make_stack(make_base("2.0"), os.path.join(d, "old-base"), "demo-2.0", "2.0")
     wt3 = stack.ensure_worktree(d2)
     ok(wt3 != stack.worktree_path(d) and os.path.exists(os.path.join(wt3, "hello.c")),

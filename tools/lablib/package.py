@@ -2,8 +2,9 @@
 """tools/lab package: rebuild Debian's own libvirt packages with a patch stack.
 
 Works on any libvirt stack directory (a BASE pinning a Debian source package
-with its orig and debian tarballs, and a series): libvirt-patches/ for
-Debian 13, the Debian 12 port, or a later one.  Steps:
+with its orig and debian tarballs, and a series): libvirt-patches/debian-13/
+for Debian 13, libvirt-patches/debian-12/ for the Debian 12 port, or a later
+one.  Steps:
 
   prepare   unpack the pinned orig + debian tarballs, copy the series into
             debian/patches/unsteal/, append it to debian/patches/series, add

@@ -21,7 +21,7 @@ from .common import BUILD, LabError, ROOT, read_kv
 # key, directory (relative to the repository), whether it is its project's
 # default.  Everything else about a stack comes from its BASE file.
 DECLARED = (
-    ("libvirt", "libvirt-patches", True),
+    ("libvirt", "libvirt-patches/debian-13", True),
     ("libvirt-9.0", "libvirt-patches/debian-12", False),
     ("kernel", "kernel-patches", True),
 )
