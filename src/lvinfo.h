@@ -20,10 +20,10 @@ typedef struct {
 	gint64 iothread_quota;
 } UsCputune;
 
-/* The per-host vCPU cgroup rule (libvirt-patches/0002): TRUE when every
- * tunable governing the vCPU threads is unset or at the kernel's default
- * (shares 1024, period 100000, quota <= 0; emulator and iothread values do
- * not count). */
+/* The per-host vCPU cgroup rule (libvirt-patches/debian-13/0008): TRUE
+ * when every tunable governing the vCPU threads is unset or at the kernel's
+ * default (shares 1024, period 100000, quota <= 0; emulator and iothread
+ * values do not count). */
 gboolean us_cputune_is_default(const UsCputune *t);
 /* "shares=2048,quota=20000" (the set values, vCPU ones first), "" if none. */
 gchar *us_cputune_describe(const UsCputune *t);
