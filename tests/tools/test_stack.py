@@ -198,6 +198,25 @@ def main():
         ok(base in str(e), "a wrong sha256 pin is reported with the BASE file", e)
     except Exception as e:  # noqa: BLE001
         ok(False, "a wrong sha256 pin is reported with the BASE file", repr(e))
+
+    # The project's own stacks: one object each, loaded from BASE, looked up
+    # by the keys tools/lab takes; a project's default stack keeps the
+    # unsuffixed _build paths.
+    from lablib import stacks
+    got = {s.key: (os.path.relpath(s.dir, ROOT), s.name, s.package, s.suffix)
+           for s in stacks.known()}
+    ok(got == {"libvirt": ("libvirt-patches/debian-13", "libvirt", "libvirt", ""),
+               "libvirt-9.0": ("libvirt-patches/debian-12", "libvirt-9.0", "libvirt",
+                               "-libvirt-9.0"),
+               "kernel": ("kernel-patches", "linux", "linux", "")},
+       "the declared stacks, their BASE names and packages, their path suffixes", got)
+    ok(stacks.default("libvirt").key == "libvirt" and stacks.default("linux").key == "kernel"
+       and [s.key for s in stacks.of_package("libvirt")] == ["libvirt", "libvirt-9.0"],
+       "each project's default stack, libvirt's stacks in order")
+    other = stacks.at(d)
+    ok(other.key == d and other.worktree == stack.worktree_path(d) and
+       stacks.at(os.path.join(ROOT, "libvirt-patches", "debian-12")) is stacks.get("libvirt-9.0"),
+       "a stack is found by its directory; an undeclared one is named by it", other)
     return tap.end()
 
 
