@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """TCG guests for the steal experiments: a small kernel and a busybox initramfs.
 
-The guest's init reads unsteal.workload= from the kernel command line:
+The guest's init (tools/guest/init.sh) reads unsteal.workload= from the
+kernel command line:
   busy   one CPU-bound shell loop pinned to every vCPU
   idle   nothing but a sleeping shell
   mixed  a loop on vCPU 0 only, the other vCPUs idle
@@ -25,26 +26,11 @@ IMAGES = os.path.join(BUILD, "images")
 INITRAMFS = os.path.join(IMAGES, "guest-initramfs.cpio.gz")
 BUSYBOX = "/bin/busybox"
 
-# The start of every lab initramfs /init (also used by kselftest.py).
-INIT_PREAMBLE = r"""#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /tmp /usr/bin /usr/sbin /sbin
-/bin/busybox --install -s
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev 2>/dev/null
-"""
-
-INIT = INIT_PREAMBLE + r"""wl=$(sed -n 's/.*unsteal\.workload=\([a-z]*\).*/\1/p' /proc/cmdline)
-n=$(grep -c ^processor /proc/cpuinfo)
-echo "unsteal-guest: workload=${wl:-idle} cpus=$n"
-spin() { taskset -c "$1" sh -c 'while :; do :; done' & }
-case "$wl" in
-busy) i=0; while [ "$i" -lt "$n" ]; do spin "$i"; i=$((i + 1)); done ;;
-mixed) spin 0 ;;
-esac
-echo "unsteal-guest: ready"
-while :; do sleep 3600; done
-"""
+# The guest's /init and what it shares with the kselftest guest's, as
+# /lib/unsteal/preamble.sh (docs/lab.md, "Guests").
+PROGRAMS = os.path.join(ROOT, "tools", "guest")
+PREAMBLE = os.path.join(PROGRAMS, "preamble.sh")
+INIT = os.path.join(PROGRAMS, "init.sh")
 
 
 # Inside the test host (tools/lab testhost, docs/testhost.md) a guest boots
@@ -62,23 +48,45 @@ READY = "unsteal-guest: ready"
 _WORKLOADS = {}     # test host: domain name -> workload, for the readiness check
 
 
+def stage_initramfs(stage, init):
+    """A fresh initramfs tree in stage: busybox, the shared preamble and the
+    program init as /init (kselftest.py builds its initramfs on it too)."""
+    if not os.path.exists(BUSYBOX):
+        raise LabError("busybox-static is not installed; run tools/lab setup")
+    shutil.rmtree(stage, ignore_errors=True)
+    mkdirs(os.path.join(stage, "bin"), os.path.join(stage, "dev"),
+           os.path.join(stage, "lib", "unsteal"))
+    shutil.copy2(BUSYBOX, os.path.join(stage, "bin", "busybox"))
+    shutil.copyfile(PREAMBLE, os.path.join(stage, "lib", "unsteal", "preamble.sh"))
+    shutil.copyfile(init, os.path.join(stage, "init"))
+    os.chmod(os.path.join(stage, "init"), 0o755)
+    return stage
+
+
+def pack_initramfs(stage, path, level=9):
+    run(f"cd {stage} && find . | cpio -o -H newc -R 0:0 --quiet | gzip -{level} > {path}")
+    return path
+
+
+def _init_source():
+    """What the guest initramfs is built from, for its stamp: the two files."""
+    return "".join(f"==> {os.path.relpath(p, ROOT)}\n" + open(p).read()
+                   for p in (PREAMBLE, INIT))
+
+
 def build_initramfs():
     if not os.path.exists(BUSYBOX):
         raise LabError("busybox-static is not installed; run tools/lab setup")
     stamp = INITRAMFS + ".src"
-    if os.path.exists(INITRAMFS) and os.path.exists(stamp) and open(stamp).read() == INIT:
+    source = _init_source()
+    if os.path.exists(INITRAMFS) and os.path.exists(stamp) and open(stamp).read() == source:
         return INITRAMFS
     step("guest: building the busybox initramfs")
-    stage = os.path.join(BUILD, "initramfs-stage")
-    shutil.rmtree(stage, ignore_errors=True)
-    mkdirs(os.path.join(stage, "bin"), os.path.join(stage, "dev"), IMAGES)
-    shutil.copy2(BUSYBOX, os.path.join(stage, "bin", "busybox"))
-    with open(os.path.join(stage, "init"), "w") as fh:
-        fh.write(INIT)
-    os.chmod(os.path.join(stage, "init"), 0o755)
-    run(f"cd {stage} && find . | cpio -o -H newc -R 0:0 --quiet | gzip -9 > {INITRAMFS}")
+    mkdirs(IMAGES)
+    stage = stage_initramfs(os.path.join(BUILD, "initramfs-stage"), INIT)
+    pack_initramfs(stage, INITRAMFS)
     with open(stamp, "w") as fh:
-        fh.write(INIT)
+        fh.write(source)
     return INITRAMFS
 
 

@@ -26,11 +26,10 @@ import threading
 from .common import LabError, ROOT, BUILD, mkdirs, step
 from .common import run as sh
 from . import kernel, stack, stacks
-from .guest import INIT_PREAMBLE
+from .guest import pack_initramfs, stage_initramfs
 
 KS = os.path.join(BUILD, "kselftest")
 LOGS = os.path.join(BUILD, "logs")
-BUSYBOX = "/bin/busybox"
 MM_DIR = os.path.join("tools", "testing", "selftests", "mm")
 BENCH_SRC = os.path.join(ROOT, "tests", "kernel", "swapoff_bench.c")
 
@@ -66,44 +65,8 @@ BENCH_RUNS = 5
 BENCH_MAPPED_MB = 32        # touched memory every idle process maps (COW-shared)
 BENCH_SWAPPED_MB = 16       # paged out by the one process that has swap entries
 
-INIT = INIT_PREAMBLE + r"""mount -t tmpfs tmp /tmp
-mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
-arg() { sed -n "s/.*unsteal\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
-echo "unsteal-kselftest: $(uname -r) cpus=$(nproc)" \
-     "nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" \
-     "mem=$(sed -n 's/MemTotal: *//p' /proc/meminfo)"
-if ! mkswap /dev/vda >/dev/null || ! swapon /dev/vda; then
-    echo "unsteal-kselftest: cannot enable swap on /dev/vda"
-fi
-cd /kselftest
-if [ "$(arg mode)" = bench ]; then
-    ./swapoff_bench -r "$(arg runs)" -m "$(arg mapped)" -s "$(arg swapped)" \
-        $(arg idle | tr , ' ')
-fi
-if [ "$(arg mode)" = bench-migrate ]; then
-    ./migrate_failsafe_test -b "$(arg runs)" -s "$(arg mb)" 2>&1
-fi
-n=$(grep -c . list)
-echo "TAP version 13"
-echo "1..$n"
-i=0
-while read -r name tmo args; do
-    i=$((i + 1))
-    echo "# selftests: mm: $name"
-    ( timeout -k 10 "$tmo" "./$name" $args </dev/null 2>&1; echo $? >/tmp/rc ) |
-        while IFS= read -r l; do echo "# $l"; done
-    rc=$(cat /tmp/rc)
-    case "$rc" in
-    0) echo "ok $i selftests: mm: $name" ;;
-    4) echo "ok $i selftests: mm: $name # SKIP" ;;
-    124|137|143) echo "not ok $i selftests: mm: $name # TIMEOUT $tmo seconds" ;;
-    *) echo "not ok $i selftests: mm: $name # exit=$rc" ;;
-    esac
-done <list
-echo "unsteal-kselftest: done"
-sync
-reboot -f
-"""
+# The guest's /init (busybox sh): the list of tests in TAP, or a benchmark.
+INIT = os.path.join(ROOT, "tools", "guest", "kselftest-init.sh")
 
 RESULT_RE = re.compile(r"^(not ok|ok) (\d+) selftests: mm: (\S+)(.*)$")
 SUBRESULT_RE = re.compile(r"^# (not ok|ok) \d+ (.*)$")
@@ -166,22 +129,12 @@ def build_tests(bench=False):
 
 
 def build_initramfs(bindir, tests=TESTS):
-    if not os.path.exists(BUSYBOX):
-        raise LabError("busybox-static is not installed; run tools/lab setup")
-    stage = os.path.join(KS, "initramfs")
-    shutil.rmtree(stage, ignore_errors=True)
-    mkdirs(os.path.join(stage, "bin"), os.path.join(stage, "dev"))
-    shutil.copy2(BUSYBOX, os.path.join(stage, "bin", "busybox"))
+    stage = stage_initramfs(os.path.join(KS, "initramfs"), INIT)
     shutil.copytree(bindir, os.path.join(stage, "kselftest"))
     with open(os.path.join(stage, "kselftest", "list"), "w") as fh:
         for name, _, args, tmo, *_ in tests:
             fh.write(f"{name} {tmo} {args}\n")
-    with open(os.path.join(stage, "init"), "w") as fh:
-        fh.write(INIT)
-    os.chmod(os.path.join(stage, "init"), 0o755)
-    path = os.path.join(KS, "initramfs.cpio.gz")
-    sh(f"cd {stage} && find . | cpio -o -H newc -R 0:0 --quiet | gzip -1 > {path}")
-    return path
+    return pack_initramfs(stage, os.path.join(KS, "initramfs.cpio.gz"), level=1)
 
 
 def qemu_cmd(image, initrd, swap, memory_mb, append):

@@ -1,0 +1,56 @@
+#!/bin/busybox sh
+# shellcheck shell=sh source-path=SCRIPTDIR
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# /init of the kselftest guests (tools/lablib/kselftest.py,
+# docs/kselftest.md).  /dev/vda becomes swap; each line of
+# /kselftest/list, 'NAME TIMEOUT ARGS...', runs ./NAME under a timeout,
+# and the results are printed as kselftest TAP with the program's output
+# nested behind '# '.  From the kernel command line: unsteal.mode=bench
+# (with unsteal.runs, .mapped, .swapped, .idle) or bench-migrate (with
+# unsteal.runs, .mb) first runs that benchmark.  Ends with
+# 'unsteal-kselftest: done' and a reboot, which ends QEMU (-no-reboot).
+
+# shellcheck source=preamble.sh
+. /lib/unsteal/preamble.sh
+mount -t tmpfs tmp /tmp
+mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+arg() { sed -n "s/.*unsteal\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+# shellcheck disable=SC2012 # the names are node0, node1...
+echo "unsteal-kselftest: $(uname -r) cpus=$(nproc)" \
+     "nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" \
+     "mem=$(sed -n 's/MemTotal: *//p' /proc/meminfo)"
+if ! mkswap /dev/vda >/dev/null || ! swapon /dev/vda; then
+    echo "unsteal-kselftest: cannot enable swap on /dev/vda"
+fi
+# shellcheck disable=SC2164 # the initramfs always has it
+cd /kselftest
+if [ "$(arg mode)" = bench ]; then
+    # shellcheck disable=SC2046 # unsteal.idle=N,N,...: one argument each
+    ./swapoff_bench -r "$(arg runs)" -m "$(arg mapped)" -s "$(arg swapped)" \
+        $(arg idle | tr , ' ')
+fi
+if [ "$(arg mode)" = bench-migrate ]; then
+    ./migrate_failsafe_test -b "$(arg runs)" -s "$(arg mb)" 2>&1
+fi
+n=$(grep -c . list)
+echo "TAP version 13"
+echo "1..$n"
+i=0
+while read -r name tmo args; do
+    i=$((i + 1))
+    echo "# selftests: mm: $name"
+    # shellcheck disable=SC2086 # $args: the list's arguments, split
+    ( timeout -k 10 "$tmo" "./$name" $args </dev/null 2>&1; echo $? >/tmp/rc ) |
+        while IFS= read -r l; do echo "# $l"; done
+    rc=$(cat /tmp/rc)
+    case "$rc" in
+    0) echo "ok $i selftests: mm: $name" ;;
+    4) echo "ok $i selftests: mm: $name # SKIP" ;;
+    124|137|143) echo "not ok $i selftests: mm: $name # TIMEOUT $tmo seconds" ;;
+    *) echo "not ok $i selftests: mm: $name # exit=$rc" ;;
+    esac
+done <list
+echo "unsteal-kselftest: done"
+sync
+reboot -f
