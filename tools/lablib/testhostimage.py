@@ -6,8 +6,9 @@ _build/testhost/root from it: the repository's tools/ and tests/ under
 /unsteal, our libvirt (the build prefix of the work tree, or with
 '--libvirt packages' the .debs already installed in the runtime root, their
 units masked), the unsteal binary, the benchmark's spinner and spin-boot
-image, and what starts the integration tests at boot: the runner script,
-its systemd unit, and unsteal-init, PID 1 of the variants without systemd.
+image, and what starts the integration tests at boot, from tools/testhost/:
+the runner script with its configuration, its systemd unit, and
+unsteal-init, PID 1 of the variants without systemd.
 mkfs.ext4 -d then writes that root into _build/testhost/testhost.img (no
 mounts); Debian's kernel and initrd are copied out beside it for
 'boot --kernel debian'.  kernel_image() builds the lab kernel (lab.config)
@@ -18,6 +19,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import time
 
@@ -36,135 +38,16 @@ DEBIAN_INITRD = os.path.join(TH, "initrd-debian")
 
 # ---------------------------------------------------------------- the image
 
-UNIT = """[Unit]
-Description=unsteal test-host run (tests/integration)
-ConditionKernelCommandLine=unsteal.run=1
-After=multi-user.target
-
-[Service]
-Type=oneshot
-ExecStart=/usr/local/sbin/unsteal-testhost-run
-StandardOutput=tty
-StandardError=tty
-TTYPath=/dev/ttyS0
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-# PID 1 of the variants without systemd: mounts what a host has, the cgroup
-# hierarchies of the variant, then runs the tests and reaps orphans.
-INIT = r'''#!/usr/bin/python3
-# unsteal test host: PID 1 without systemd (unsteal.cgroup=v2|v1-comounted).
-import ctypes, os, subprocess, sys
-
-def sh(*cmd):
-    subprocess.run(cmd, check=False)
-
-os.makedirs("/proc", exist_ok=True)
-sh("mount", "-t", "proc", "proc", "/proc")
-cmdline = open("/proc/cmdline").read().split()
-mode = next((a.split("=", 1)[1] for a in cmdline if a.startswith("unsteal.cgroup=")), "v2")
-sh("mount", "-o", "remount,rw", "/")
-sh("mount", "-t", "sysfs", "sys", "/sys")
-sh("mount", "-t", "devtmpfs", "dev", "/dev")
-for d in ("/dev/pts", "/dev/shm"):
-    os.makedirs(d, exist_ok=True)
-sh("mount", "-t", "devpts", "-o", "ptmxmode=0666", "devpts", "/dev/pts")
-sh("mount", "-t", "tmpfs", "-o", "mode=1777", "shm", "/dev/shm")
-sh("mount", "-t", "tmpfs", "-o", "mode=0755", "run", "/run")
-sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmp", "/tmp")
-if mode == "v2":
-    sh("mount", "-t", "cgroup2", "-o", "nsdelegate", "cgroup2", "/sys/fs/cgroup")
-elif mode == "v1-comounted":
-    sh("mount", "-t", "tmpfs", "-o", "mode=0755", "cgroup", "/sys/fs/cgroup")
-    for ctrls in ("cpu,cpuacct", "cpuset", "memory", "devices", "freezer", "pids", "blkio"):
-        d = "/sys/fs/cgroup/" + ctrls
-        os.makedirs(d, exist_ok=True)
-        sh("mount", "-t", "cgroup", "-o", ctrls, ctrls, d)
-    os.symlink("cpu,cpuacct", "/sys/fs/cgroup/cpu")
-    os.symlink("cpu,cpuacct", "/sys/fs/cgroup/cpuacct")
-else:
-    print(f"unsteal-init: unknown unsteal.cgroup={mode}", flush=True)
-sh("hostname", "unsteal-testhost")
-runner = subprocess.Popen(["/usr/local/sbin/unsteal-testhost-run"])
-while True:
-    try:
-        pid, _ = os.wait()
-    except ChildProcessError:
-        break
-    if pid == runner.pid:
-        break
-os.sync()
-ctypes.CDLL(None).reboot(0x01234567)
-'''
-
-RUNNER = r'''#!/bin/sh
-# unsteal test host: run tests/integration, print TAP and a summary on the console.
-export UNSTEAL_BUILD=@IN_BUILD@ UNSTEAL_BIN=@IN_BUILD@/unsteal-build/src/unsteal
-export UNSTEAL_TESTHOST=1 PYTHONDONTWRITEBYTECODE=1 PATH=/usr/sbin:/usr/bin:/sbin:/bin
-@LIBVIRT_ENV@
-exec </dev/null
-echo "unsteal-testhost: up $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r)," \
-     "PID 1 $(cat /proc/1/comm), $(nproc) CPUs"
-echo "unsteal-testhost: libvirt: @LIBVIRT_DESC@"
-grep -E ' cgroup2? ' /proc/mounts | sed 's/^/unsteal-testhost: mount: /'
-[ -f /sys/fs/cgroup/cgroup.controllers ] &&
-    echo "unsteal-testhost: v2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
-if [ "$(cat /proc/1/comm)" = systemd ]; then
-    t=$(systemctl show -P ActiveEnterTimestampMonotonic multi-user.target)
-    echo "unsteal-testhost: multi-user.target reached at $((t / 1000)) ms after boot"
-    # libvirt uses machined when D-Bus can activate it.
-    if grep -q 'unsteal\.machined=0' /proc/cmdline; then
-        systemctl mask --runtime --now systemd-machined.service >/dev/null 2>&1
-        rm -f /usr/share/dbus-1/system-services/org.freedesktop.machine1.service
-        busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
-            ReloadConfig >/dev/null
-    fi
-    if busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
-            ListActivatableNames | grep -q org.freedesktop.machine1; then
-        echo "unsteal-testhost: systemd-machined: on"
-    else
-        echo "unsteal-testhost: systemd-machined: off"
-    fi
-fi
-tests="@TESTS@"
-only=$(sed -n 's/.*unsteal\.tests=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
-[ -n "$only" ] && tests="$only"
-n=$(echo $tests | wc -w)
-echo "TAP version 13"
-echo "1..$n"
-i=0; pass=0; fail=0; skip=0
-cd @IN@
-for t in $tests; do
-    i=$((i + 1))
-    echo "# test: $t (started at $(cut -d' ' -f1 /proc/uptime) s)"
-    rm -f /tmp/skip
-    ( timeout -k 10 900 python3 tests/integration/test_$t.py 2>&1; echo $? >/tmp/rc ) |
-        while IFS= read -r l; do
-            echo "# $l"
-            case "$l" in "1..0 # SKIP"*) echo "${l#1..0 # SKIP }" >/tmp/skip ;; esac
-        done
-    rc=$(cat /tmp/rc)
-    # The daemon's own word on vcpu_cgroup (e.g. the cgroup v2 fallback).
-    grep -h -i "warn.*vcpu.cgroup\|vcpu.cgroup.*warn" @IN_BUILD@/logs/virtqemud.log \
-        2>/dev/null | sort -u | head -3 | sed 's/^/# virtqemud: /'
-    if [ "$rc" = 0 ] && [ -s /tmp/skip ]; then
-        skip=$((skip + 1)); echo "ok $i - $t # SKIP $(cat /tmp/skip)"
-    elif [ "$rc" = 0 ]; then
-        pass=$((pass + 1)); echo "ok $i - $t"
-    else
-        fail=$((fail + 1)); echo "not ok $i - $t # exit=$rc"
-    fi
-done
-echo "unsteal-testhost: $pass passed, $fail failed, $skip skipped"
-echo "unsteal-testhost: done at $(cut -d' ' -f1 /proc/uptime) s"
-sync
-# Under systemd, power off at once (QEMU runs with -no-reboot); without it,
-# unsteal-init does that when this script ends.
-[ "$(cat /proc/1/comm)" = systemd ] && systemctl --force --force reboot
-exit 0
-'''
+# What starts the integration tests at boot, from tools/testhost/: (file,
+# where the image has it, mode).  The runner reads RUNNER_CONF, which
+# runner_conf() writes (its names are listed in the runner's header).
+PROGRAMS = os.path.join(ROOT, "tools", "testhost")
+PROGRAM_FILES = [
+    ("unsteal-init.py", "/usr/local/sbin/unsteal-init", 0o755),
+    ("unsteal-testhost-run.sh", "/usr/local/sbin/unsteal-testhost-run", 0o755),
+    ("unsteal-testhost.service", "/etc/systemd/system/unsteal-testhost.service", 0o644),
+]
+RUNNER_CONF = "/usr/local/etc/unsteal-testhost-run.conf"
 
 
 def integration_tests():
@@ -174,6 +57,20 @@ def integration_tests():
     if not m:
         raise LabError("tests/meson.build: no integration_tests list")
     return re.findall(r"'(\w+)'", m.group(1))
+
+
+def runner_conf(libvirt_from="tree", version=None):
+    """The runner's configuration: sh assignments it sources at boot."""
+    conf = {"UNSTEAL_TREE": IN, "UNSTEAL_BUILD": IN_BUILD,
+            "UNSTEAL_TESTS": " ".join(integration_tests())}
+    if libvirt_from == "tree":
+        conf["UNSTEAL_LIBVIRT_DESC"] = f"our work tree, built into {IN_PREFIX}"
+    else:
+        conf["UNSTEAL_LIBVIRT_DESC"] = (f"Debian packages {version} (apt-installed, "
+                                        f"/usr/sbin/libvirtd)")
+        conf["UNSTEAL_LIBVIRT_PREFIX"] = "/"
+    return ("# Written by tools/lablib/testhostimage.py for unsteal-testhost-run.\n"
+            + "".join(f"{k}={shlex.quote(v)}\n" for k, v in conf.items()))
 
 
 def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
@@ -211,18 +108,10 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
     os.utime(r + IN_BUILD + "/bench/vcpu-spin", (now, now))
     write_file(r + "/etc/hostname", "unsteal-testhost\n")
     write_file(r + "/etc/fstab", "/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
-    write_file(r + "/usr/local/sbin/unsteal-init", INIT, 0o755)
-    if libvirt_from == "tree":
-        libvirt_env = ""
-        libvirt_desc = f"our work tree, built into {IN_PREFIX}"
-    else:
-        libvirt_env = "export UNSTEAL_LIBVIRT_PREFIX=/"
-        libvirt_desc = f"Debian packages {version} (apt-installed, /usr/sbin/libvirtd)"
-    runner = (RUNNER.replace("@IN_BUILD@", IN_BUILD).replace("@IN@", IN)
-              .replace("@TESTS@", " ".join(integration_tests()))
-              .replace("@LIBVIRT_ENV@", libvirt_env).replace("@LIBVIRT_DESC@", libvirt_desc))
-    write_file(r + "/usr/local/sbin/unsteal-testhost-run", runner, 0o755)
-    write_file(r + "/etc/systemd/system/unsteal-testhost.service", UNIT)
+    for name, dest, mode in PROGRAM_FILES:
+        with open(os.path.join(PROGRAMS, name)) as fh:
+            write_file(r + dest, fh.read(), mode)
+    write_file(r + RUNNER_CONF, runner_conf(libvirt_from, version))
     wants = r + "/etc/systemd/system/multi-user.target.wants"
     mkdirs(wants)
     os.symlink("../unsteal-testhost.service", wants + "/unsteal-testhost.service")
