@@ -37,6 +37,8 @@ PACKAGES = {
                          "valgrind", "iproute2", "dmidecode"],
     # unsteal --connect: libvirt's client library (Debian's, not the lab's)
     "unsteal build": ["libvirt-dev", "libxml2-dev"],
+    # tests/tools/test_guest_programs.py: the programs that run inside guests
+    "lint": ["shellcheck", "pyflakes3"],
 }
 
 # Installed on first use only by tools/lab bench: plots, and the libvirt API
