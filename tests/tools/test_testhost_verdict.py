@@ -22,7 +22,7 @@ import tap  # noqa: E402
 WORK = tap.setup("unsteal-testhost-verdict-test-")
 ok = tap.ok
 
-from lablib import common, testhost, testhostroot  # noqa: E402
+from lablib import common, qemuboot, testhost, testhostroot  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 os.makedirs(testhostroot.TH, exist_ok=True)
@@ -40,7 +40,7 @@ GOOD = [UP,
 
 
 def run(lines, variant="v1-comounted"):
-    out = testhost.Outcome()
+    out = qemuboot.Outcome()
     for i, line in enumerate(lines):
         testhost._parse(out, line, float(i))
     out.total = float(len(lines))
@@ -85,7 +85,7 @@ calls = []
 
 def fake_boot(variant, timeout, tests, keep, kernel):
     calls.append((variant, tests, kernel))
-    o = testhost.Outcome()
+    o = qemuboot.Outcome()
     for i, line in enumerate([UP, "ok 1 - lab_guest", "unsteal-testhost: done"]):
         testhost._parse(o, line, float(i))
     o.total = 3.0

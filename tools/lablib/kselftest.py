@@ -20,13 +20,13 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import threading
 
 from .common import LabError, ROOT, BUILD, mkdirs, step
 from .common import run as sh
 from . import kernel, stack, stacks
 from .guest import pack_initramfs, stage_initramfs
+from .qemuboot import SPLAT_CHECKERS_RE, Console
+from .qemuboot import boot as boot_qemu
 
 KS = os.path.join(BUILD, "kselftest")
 LOGS = os.path.join(BUILD, "logs")
@@ -68,13 +68,11 @@ BENCH_SWAPPED_MB = 16       # paged out by the one process that has swap entries
 # The guest's /init (busybox sh): the list of tests in TAP, or a benchmark.
 INIT = os.path.join(ROOT, "tools", "guest", "kselftest-init.sh")
 
+# The init's TAP (qemuboot.py parses it): a program starts, its result,
+# the subresults of its own TAP nested behind '# '.
+PROGRAM_RE = re.compile(r"^# selftests: mm: (\S+)")
 RESULT_RE = re.compile(r"^(not ok|ok) (\d+) selftests: mm: (\S+)(.*)$")
 SUBRESULT_RE = re.compile(r"^# (not ok|ok) \d+ (.*)$")
-SPLAT_RE = re.compile(
-    r"(BUG: |WARNING: |Oops|KASAN: |UBSAN: |general protection fault|"
-    r"possible circular locking|possible recursive locking|inconsistent lock state|"
-    r"suspicious RCU usage|INFO: task .* blocked|Kernel panic - not syncing|"
-    r"kernel BUG at|Unable to handle)")
 MIGRATE_BENCH_MB = 64
 MIGRATE_FIT_RE = re.compile(r"migrate-bench: mode=(\w+) mb=(\d+) run=(\d+) ms=([\d.]+) ok=(\d)")
 MIGRATE_CASE_RE = re.compile(r"migrate-bench: case=(\w+) run=(\d+) mode=(\w+) ret=(-?\d+) "
@@ -151,102 +149,53 @@ def qemu_cmd(image, initrd, swap, memory_mb, append):
             "-append", "console=ttyS0 loglevel=5 panic=-1 " + append]
 
 
-class Outcome:
-    def __init__(self):
-        self.results = []       # (ok, number, name, rest)
-        self.subresults = []    # (ok, description)
-        self.splats = []
-        self.bench = []         # (idle, run, ms, walked, skipped, ok)
-        self.migrate_fit = []   # (mode, MiB, run, ms, ok)
-        self.migrate_case = []  # (case, run, mode, ret, moved, of, oom, intact)
-        self.oom_kills = []     # per fail-safe scenario, as printed by swapoff_test
-        self.done = False
-        self.timed_out = False
-        self.booted = False
-
-
 def boot(image, initrd, memory_mb, append, timeout, logname):
     """Boot the guest, stream its console, and collect what it reports."""
     swap = os.path.join(KS, "swap.img")
+    mkdirs(KS)
     with open(swap, "wb") as fh:
         fh.truncate(SWAP_MB << 20)
-    cmd = qemu_cmd(image, initrd, swap, memory_mb, append)
     log = os.path.join(LOGS, logname)
-    mkdirs(LOGS)
-    out = Outcome()
     step(f"kselftest: booting {os.path.basename(image)} ({memory_mb} MiB, 2 NUMA nodes, "
          f"watchdog {timeout}s; console in {os.path.relpath(log, ROOT)})")
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-
-    def watchdog():
-        out.timed_out = True
-        proc.kill()
-
-    timer = threading.Timer(timeout, watchdog)
-    timer.start()
-    try:
-        with open(log, "w") as fh:
-            fh.write("$ " + " ".join(cmd) + "\n")
-            for raw in proc.stdout:
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                fh.write(line + "\n")
-                fh.flush()
-                print(line, flush=True)
-                _parse(out, line)
-        proc.wait()
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return out
+    return boot_qemu(qemu_cmd(image, initrd, swap, memory_mb, append), log, timeout, CONSOLE)
 
 
-ESCAPE_RE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|c)")
-
-
-def _parse(out, line):
-    line = ESCAPE_RE.sub("", line.replace("\r", ""))
-    if line.startswith("unsteal-kselftest: "):
-        out.booted = True
-        if line.strip() == "unsteal-kselftest: done":
-            out.done = True
-        return
-    m = RESULT_RE.match(line)
-    if m:
-        out.results.append((m.group(1) == "ok", int(m.group(2)), m.group(3), m.group(4)))
-        return
-    m = SUBRESULT_RE.match(line)
-    if m:
-        out.subresults.append((m.group(1) == "ok", m.group(2)))
+def _records(out, line):
+    """The benchmarks' lines and swapoff_test's OOM kill counts, into
+    out.records: bench (idle, run, ms, walked, skipped, ok), migrate_fit
+    (mode, MiB, run, ms, ok), migrate_case (case, run, mode, ret, moved, of,
+    oom, intact), oom_kills (one per fail-safe scenario)."""
     m = MIGRATE_FIT_RE.search(line)
     if m:
-        out.migrate_fit.append((m.group(1), int(m.group(2)), int(m.group(3)),
-                                float(m.group(4)), m.group(5) == "1"))
-        return
+        out.records["migrate_fit"].append((m.group(1), int(m.group(2)), int(m.group(3)),
+                                           float(m.group(4)), m.group(5) == "1"))
+        return True
     m = MIGRATE_CASE_RE.search(line)
     if m:
         g = m.groups()
-        out.migrate_case.append((g[0], int(g[1]), g[2], int(g[3]), int(g[4]), int(g[5]),
-                                 int(g[6]), g[7] == "1"))
-        return
+        out.records["migrate_case"].append((g[0], int(g[1]), g[2], int(g[3]), int(g[4]),
+                                            int(g[5]), int(g[6]), g[7] == "1"))
+        return True
     m = BENCH_RE.search(line)
     if m:
-        out.bench.append((int(m.group(1)), int(m.group(2)), float(m.group(3)),
-                          int(m.group(4)), int(m.group(5)), m.group(6) == "1"))
-        return
+        out.records["bench"].append((int(m.group(1)), int(m.group(2)), float(m.group(3)),
+                                     int(m.group(4)), int(m.group(5)), m.group(6) == "1"))
+        return True
     m = re.search(r"oom_kill ([+-]\d+)", line)
     if m:
-        out.oom_kills.append(int(m.group(1)))
-    if SPLAT_RE.search(line):
-        out.splats.append(line.strip())
+        out.records["oom_kills"].append(int(m.group(1)))
+    return False
+
+
+CONSOLE = Console("unsteal-kselftest: ", RESULT_RE, SUBRESULT_RE, PROGRAM_RE,
+                  SPLAT_CHECKERS_RE, _records)
 
 
 def _verdict(out, flavour, tests=TESTS):
     """(passed, failed) plus a human summary; failures the harness itself saw count too."""
-    passed = sum(1 for r in out.results if r[0])
-    failed = sum(1 for r in out.results if not r[0])
+    passed = sum(1 for r in out.results if r.ok)
+    failed = sum(1 for r in out.results if not r.ok)
     problems = []
     if out.splats:
         failed += 1
@@ -264,9 +213,9 @@ def _verdict(out, flavour, tests=TESTS):
     if out.done and missing > 0:
         failed += missing
         problems.append(f"{missing} test(s) did not report a result")
-    subok = sum(1 for s in out.subresults if s[0])
-    subbad = [s[1] for s in out.subresults if not s[0]]
-    skips = sum(1 for s in out.subresults if s[0] and "# SKIP" in s[1])
+    subok = sum(1 for s in out.subresults if s.ok)
+    subbad = [s.description for s in out.subresults if not s.ok]
+    skips = sum(1 for s in out.subresults if s.ok and "# SKIP" in s.description)
     step(f"kselftest: {flavour}: {passed} test program(s) passed, {failed} failed; "
          f"subtests: {subok} ok ({skips} skipped), {len(subbad)} not ok")
     for s in subbad:
@@ -316,8 +265,8 @@ def _median(xs):
 
 def _subtests(out):
     """'ok / skip / not ok' counts of the nested (subtest) results."""
-    ok = sum(1 for s in out.subresults if s[0] and "# SKIP" not in s[1])
-    skip = sum(1 for s in out.subresults if s[0] and "# SKIP" in s[1])
+    ok = sum(1 for s in out.subresults if s.ok and "# SKIP" not in s.description)
+    skip = sum(1 for s in out.subresults if s.ok and "# SKIP" in s.description)
     return f"{ok} / {skip} / {len(out.subresults) - ok - skip}"
 
 
@@ -341,7 +290,7 @@ def bench_swapoff(runs=BENCH_RUNS, idle=None, timeout=1800):
     for n in idle:
         cell = {}
         for f in images:
-            samples = [b for b in outs[f].bench if b[0] == n]
+            samples = [b for b in outs[f].records["bench"] if b[0] == n]
             if len(samples) != runs or not all(b[5] for b in samples):
                 raise LabError(f"{f}: benchmark with {n} idle mms: {len(samples)} of {runs} "
                                f"runs reported, data intact in all: "
@@ -363,8 +312,8 @@ def bench_swapoff(runs=BENCH_RUNS, idle=None, timeout=1800):
     lines.append("")
     lines.append("| fail-safe scenarios (swapoff_test, same guest) | stock | patched |")
     lines.append("|---|---:|---:|")
-    lines.append(f"| OOM kills | {sum(outs['stock'].oom_kills)} | "
-                 f"{sum(outs['patched'].oom_kills)} |")
+    lines.append(f"| OOM kills | {sum(outs['stock'].records['oom_kills'])} | "
+                 f"{sum(outs['patched'].records['oom_kills'])} |")
     lines.append(f"| subtests ok / skip / not ok | {_subtests(outs['stock'])} | "
                  f"{_subtests(outs['patched'])} |")
     table = "\n".join(lines)
@@ -408,8 +357,9 @@ def bench_migrate(runs=BENCH_RUNS, mb=MIGRATE_BENCH_MB, timeout=1800):
              f"| median ms (of {runs}) | min ms | max ms |",
              "|---|---:|---:|---:|---:|"]
     for f, mode in (("stock", "plain"), ("patched", "plain"), ("patched", "failsafe")):
-        ms = [r[3] for r in outs[f].migrate_fit if r[0] == mode]
-        ok = sum(1 for r in outs[f].migrate_fit if r[0] == mode and r[4])
+        fit = outs[f].records["migrate_fit"]
+        ms = [r[3] for r in fit if r[0] == mode]
+        ok = sum(1 for r in fit if r[0] == mode and r[4])
         if len(ms) != runs or ok != runs:
             raise LabError(f"{f}/{mode}: {len(ms)} of {runs} runs reported, {ok} moved "
                            f"everything intact; see _build/logs/kselftest-bench-migrate-{f}.log")
@@ -421,7 +371,7 @@ def bench_migrate(runs=BENCH_RUNS, mb=MIGRATE_BENCH_MB, timeout=1800):
               "|---|---|---|---:|---:|---:|"]
     for case, label in MIGRATE_CASES.items():
         for f in ("stock", "patched"):
-            rs = [r for r in outs[f].migrate_case if r[0] == case]
+            rs = [r for r in outs[f].records["migrate_case"] if r[0] == case]
             if len(rs) != runs:
                 raise LabError(f"{f}: {case}: {len(rs)} of {runs} runs reported")
             mode = "MPOL_MF_FAILSAFE" if rs[0][2] == "failsafe" else "plain"

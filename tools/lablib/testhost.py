@@ -8,9 +8,9 @@ Each VARIANT is one row of the matrix: cgroup v1 or v2, with or without
 systemd and machined.  Inside, the runner starts the integration tests of
 tests/integration/ (the lab daemon runs in the test host, see
 UNSTEAL_TESTHOST in tools/lablib/guest.py) and prints TAP, then
-'unsteal-testhost: N passed, N failed'.  The serial console is streamed,
-logged to _build/logs/testhost-VARIANT.log and parsed into an Outcome;
-verdict() counts it and writes _build/testhost/result-VARIANT.json.
+'unsteal-testhost: N passed, N failed'.  qemuboot.py streams the serial
+console, logs it to _build/logs/testhost-VARIANT.log and parses it into an
+Outcome; verdict() counts it and writes _build/testhost/result-VARIANT.json.
 tools/lab test builds with test_build() and boots each row with test_row().
 """
 
@@ -18,12 +18,10 @@ import fcntl
 import json
 import os
 import re
-import shlex
-import subprocess
-import threading
-import time
 
 from .common import LabError, ROOT, mkdirs, run, step
+from .qemuboot import Console, parse
+from .qemuboot import boot as boot_qemu
 from .testhostimage import (DEBIAN_INITRD, DEBIAN_KERNEL, IMAGE, build, integration_tests,
                             kernel_image)
 from .testhostroot import LOGS, TH
@@ -83,55 +81,14 @@ MEMORY_MB = 2048
 
 # ---------------------------------------------------------------- boot
 
-RESULT_RE = re.compile(r"^(not ok|ok) (\d+) - (\S+)(.*)$")
-SUB_RE = re.compile(r"^# (not ok|ok) \d+ - (.*)$")
-ESCAPE_RE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|c)")
-SPLAT_RE = re.compile(r"(BUG: |WARNING: |Oops|general protection fault|Kernel panic - not "
-                      r"syncing|kernel BUG at)")
-
-
-class Outcome:
-    def __init__(self):
-        self.results = []       # (ok, name, skipped)
-        self.subs = []          # (ok, test, description)
-        self.current = None
-        self.summary = None
-        self.up_at = None       # seconds since QEMU started when the run began
-        self.guest_uptime = None
-        self.done = False
-        self.timed_out = False
-        self.splats = []
-        self.info = []
+# The runner's TAP (qemuboot.py parses it): '# test: NAME' starts a test,
+# 'ok N - NAME' is its result, '# ok N - ...' one of its assertions.
+CONSOLE = Console("unsteal-testhost: ", re.compile(r"^(not ok|ok) (\d+) - (\S+)(.*)$"),
+                  re.compile(r"^# (not ok|ok) \d+ - (.*)$"), re.compile(r"^# test: (\S+)"))
 
 
 def _parse(out, line, t_rel):
-    line = ESCAPE_RE.sub("", line.replace("\r", ""))
-    if "unsteal-testhost: " in line:
-        # Terminal control sequences from the firmware or systemd may precede it.
-        body = line.split("unsteal-testhost: ", 1)[1]
-        if body.startswith("up "):
-            out.up_at = t_rel
-            out.guest_uptime = float(body.split()[1])
-        if re.match(r"\d+ passed, \d+ failed", body):
-            out.summary = body
-        if body.startswith("done"):
-            out.done = True
-        out.info.append(body)
-        return
-    m = re.match(r"^# test: (\S+)", line)
-    if m:
-        out.current = m.group(1)
-        return
-    m = RESULT_RE.match(line)
-    if m:
-        out.results.append((m.group(1) == "ok", m.group(3), "# SKIP" in m.group(4)))
-        return
-    m = SUB_RE.match(line)
-    if m:
-        out.subs.append((m.group(1) == "ok", out.current, m.group(2)))
-        return
-    if SPLAT_RE.search(line):
-        out.splats.append(line.strip())
+    parse(out, line, t_rel, CONSOLE)
 
 
 def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours"):
@@ -164,45 +121,19 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours"):
     step(f"testhost: booting {variant} ({which}): {VARIANTS[variant]['desc']} "
          f"(watchdog {timeout} s; "
          f"console in {os.path.relpath(log, ROOT)})")
-    out = Outcome()
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-
-    def watchdog():
-        out.timed_out = True
-        proc.kill()
-
-    timer = threading.Timer(timeout, watchdog)
-    timer.start()
     try:
-        with open(log, "w") as fh:
-            fh.write("$ " + shlex.join(cmd) + "\n")
-            for raw in proc.stdout:
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                t_rel = time.monotonic() - t0
-                fh.write(f"[{t_rel:7.1f}] {line}\n")
-                fh.flush()
-                print(line, flush=True)
-                _parse(out, line, t_rel)
-        proc.wait()
+        return boot_qemu(cmd, log, timeout, CONSOLE, timestamps=True)
     finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         if not keep and os.path.exists(overlay):
             os.unlink(overlay)
-    out.total = time.monotonic() - t0
-    return out
 
 
 def verdict(variant, out):
-    passed = sum(1 for r in out.results if r[0] and not r[2])
-    skipped = [r[1] for r in out.results if r[2]]
-    failed = sum(1 for r in out.results if not r[0])
-    sp = sum(1 for s in out.subs if s[0])
-    sf = [s for s in out.subs if not s[0]]
+    passed = sum(1 for r in out.results if r.ok and not r.skipped)
+    skipped = [r.name for r in out.results if r.skipped]
+    failed = sum(1 for r in out.results if not r.ok)
+    sp = sum(1 for s in out.subresults if s.ok)
+    sf = [s for s in out.subresults if not s.ok]
     problems = []
     if not out.done:
         failed += 1
@@ -222,11 +153,11 @@ def verdict(variant, out):
          + (f", {len(skipped)} skipped ({', '.join(skipped)})" if skipped else "")
          + f"; assertions {sp} ok, {len(sf)} not ok")
     for s in sf:
-        print(f"lab: testhost: {variant}: not ok: {s[1]}: {s[2]}", flush=True)
+        print(f"lab: testhost: {variant}: not ok: {s.program}: {s.description}", flush=True)
     for p in problems:
         print(f"lab: testhost: {variant}: {p}", flush=True)
     res = {"variant": variant, "up_s": out.up_at, "guest_uptime_s": out.guest_uptime,
-           "total_s": out.total, "programs": [list(r) for r in out.results],
+           "total_s": out.total, "programs": [[r.ok, r.name, r.skipped] for r in out.results],
            "skipped": skipped,
            "assertions_ok": sp, "assertions_not_ok": [list(s) for s in sf],
            "problems": problems}
