@@ -17,12 +17,20 @@ us_placement_name(UsPlacement p)
 	return "unknown";
 }
 
+static UsPlacement
+expected_placement(const UsLvDomain *lv)
+{
+	if (!lv || !lv->have_tune)
+		return US_PLACE_UNKNOWN;
+	return us_cputune_is_default(&lv->tune) ? US_PLACE_SHARED : US_PLACE_OWN;
+}
+
 const gchar *
 us_expected_placement(const UsLvDomain *lv)
 {
-	if (!lv || !lv->have_tune)
-		return NULL;
-	return us_cputune_is_default(&lv->tune) ? "shared" : "own";
+	UsPlacement p = expected_placement(lv);
+
+	return p == US_PLACE_UNKNOWN ? NULL : us_placement_name(p);
 }
 
 static void
@@ -296,6 +304,7 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 		dr->pid = db->pid;
 		dr->group = g_strdup(db->group);
 		dr->lv = us_lv_domain_copy(db->lv);
+		dr->expected = expected_placement(dr->lv);
 		dr->vcpus = g_ptr_array_new_with_free_func((GDestroyNotify)vcpu_result_free);
 		dr->cgroups = g_ptr_array_new();
 

@@ -66,6 +66,9 @@ typedef struct {
 	gdouble util, steal, idle_steal, busy_steal;
 	gboolean busy;
 	UsPlacement placement;
+	/* where the per-host vCPU cgroup rule puts the domain (see
+	 * us_expected_placement); UNKNOWN without libvirt's tunables */
+	UsPlacement expected;
 	/* sums over the distinct cpu cgroups of the vCPUs */
 	gboolean have_throttle;
 	guint64 periods, throttled;

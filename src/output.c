@@ -80,6 +80,13 @@ lv_tunables(const UsDomainResult *d)
 	return us_cputune_is_default(&d->lv->tune) ? "default" : "custom";
 }
 
+/* The placement the per-host rule expects, NULL when it is unknown. */
+static const gchar *
+expected_name(const UsDomainResult *d)
+{
+	return d->expected == US_PLACE_UNKNOWN ? NULL : us_placement_name(d->expected);
+}
+
 static const gchar *
 lv_state(gint state)
 {
@@ -140,7 +147,7 @@ us_output_table(GString *out, const UsResult *r, const UsOutputOptions *o)
 		throttle_cols(d->have_throttle, d->periods, d->throttled,
 			      d->throttled_ratio, &thr, &thrms);
 		if (r->libvirt) {
-			const gchar *exp = us_expected_placement(d->lv);
+			const gchar *exp = expected_name(d);
 
 			g_string_append_printf(out, TABLE_HDR_LV, d->name, pid, nv, u,
 					       s, is, bs, d->busy ? "busy" : "idle",
@@ -316,7 +323,7 @@ json_libvirt(GString *out, const UsDomainResult *d)
 	g_free(tune);
 	g_string_append_c(out, ',');
 	json_key(out, "expected_placement");
-	exp = us_expected_placement(d->lv);
+	exp = expected_name(d);
 	if (exp)
 		us_json_string(out, exp);
 	else
@@ -629,7 +636,7 @@ us_output_prometheus(GString *out, const UsResult *r, const UsOutputOptions *o)
 		prom_head(out, "domain_libvirt_info", "gauge", "libvirt's view of the domain: id, uuid, tunables, the placement the per-host rule expects and the actual one.");
 		for (guint i = 0; i < r->domains->len; i++) {
 			const UsDomainResult *d = g_ptr_array_index(r->domains, i);
-			const gchar *exp = us_expected_placement(d->lv);
+			const gchar *exp = expected_name(d);
 
 			if (!d->lv)
 				continue;

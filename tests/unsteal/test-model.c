@@ -301,6 +301,7 @@ test_libvirt(Fx *f, gconstpointer data)
 	g_assert_cmpint(d->lv->id, ==, 7);
 	/* the later sample's tunables count */
 	g_assert_cmpstr(us_expected_placement(d->lv), ==, "own");
+	g_assert_cmpint(d->expected, ==, US_PLACE_OWN);
 	v = vcpu(d, 0);
 	g_assert_true(v->have_lv_steal);
 	g_assert_cmpfloat_with_epsilon(v->lv_steal, 0.12, EPS);  /* 0.3 / 2.5 */
@@ -311,6 +312,7 @@ test_libvirt(Fx *f, gconstpointer data)
 	/* schedstat figures are untouched by libvirt's */
 	g_assert_cmpfloat_with_epsilon(v->steal, 0.1, EPS);
 	g_assert_null(dom(r, "beta")->lv);
+	g_assert_cmpint(dom(r, "beta")->expected, ==, US_PLACE_UNKNOWN);
 	g_assert_false(vcpu(dom(r, "beta"), 0)->have_lv_steal);
 	us_result_free(r);
 
@@ -328,6 +330,7 @@ test_libvirt(Fx *f, gconstpointer data)
 	g_assert_false(vcpu(d, 0)->have_lv_steal);
 	g_assert_true(vcpu(d, 1)->have_lv_steal);
 	g_assert_cmpstr(us_expected_placement(d->lv), ==, "shared");
+	g_assert_cmpint(d->expected, ==, US_PLACE_SHARED);
 	us_result_free(r);
 	us_snapshot_free(a);
 	us_snapshot_free(b);
