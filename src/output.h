@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* unsteal: the terminal table, JSON lines and Prometheus text formats. */
+/* unsteal: the terminal table, JSON lines and Prometheus text formats.
+ * What they write is in the metric tables of output_metrics.h. */
 #pragma once
 
 #include <glib.h>
