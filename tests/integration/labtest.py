@@ -16,12 +16,20 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from lablib import common, daemon, guest, measure  # noqa: E402,F401
+from lablib import config  # noqa: E402
+
+# The environment tests/meson.build (or the test host's runner) set, read once.
+CONFIG = config.load()
+
+from lablib import common, daemon, guest, measure, stacks  # noqa: E402,F401
 from lablib.common import LabError  # noqa: E402,F401
 
 # stdout is TAP; the lab's progress lines go to stderr.
 common.PROGRESS = sys.stderr
-from lablib.libvirt import LIBVIRT_STACK, PREFIX  # noqa: E402
+from lablib.libvirt import lab_prefix  # noqa: E402
+
+# The libvirt install the lab daemon runs.
+PREFIX = lab_prefix()
 
 CGROOT = "/sys/fs/cgroup"
 
@@ -232,7 +240,7 @@ def diagnose(since):
 def run(main):
     """Run a test body with a TAP object; always stop the lab afterwards."""
     require_lab()
-    print(f"# lab daemon: libvirt stack {LIBVIRT_STACK.key} ({PREFIX})", flush=True)
+    print(f"# lab daemon: libvirt stack {stacks.lab_libvirt().key} ({PREFIX})", flush=True)
     tap = TAP()
     start = time.time()
     try:

@@ -36,7 +36,7 @@ import time
 import labtest
 from labtest import daemon, guest
 
-UNSTEAL = os.environ.get("UNSTEAL_BIN", "")
+UNSTEAL = labtest.CONFIG.unsteal_bin
 IDLE_NEEDED = 25.0
 WINDOWS = 10
 

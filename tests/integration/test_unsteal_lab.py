@@ -18,7 +18,7 @@ import labtest
 import vcpucg
 from labtest import daemon, guest, measure
 
-UNSTEAL = os.environ.get("UNSTEAL_BIN", "")
+UNSTEAL = labtest.CONFIG.unsteal_bin
 WINDOW = 4
 
 

@@ -38,7 +38,7 @@ import xml.etree.ElementTree as ET
 import labtest
 from labtest import daemon, guest
 
-UNSTEAL = os.environ.get("UNSTEAL_BIN", "")
+UNSTEAL = labtest.CONFIG.unsteal_bin
 
 
 def status_vcpu_tids(name):

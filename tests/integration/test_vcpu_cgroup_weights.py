@@ -43,7 +43,7 @@ import vcpucg
 from labtest import daemon, guest, measure
 
 # The test host's CPUs are QEMU TCG CPUs (tools/lablib/testhost.py)
-TCG_CPUS = os.environ.get("UNSTEAL_TESTHOST") == "1"
+TCG_CPUS = labtest.CONFIG.testhost
 # TCG CPUs are noisier: more windows, and wider bounds where CPU time is
 # compared between guests.  Measured there (three clean-clone runs and two
 # rows by hand): the small guests' max/min up to 1.16, noisy after a cap

@@ -24,6 +24,8 @@ def setup(prefix):
     os.environ["UNSTEAL_BUILD"] = os.path.join(WORK, "build")
     os.environ["UNSTEAL_CACHE"] = os.path.join(WORK, "cache")
     sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from lablib import config
+    config.load()
     from lablib import common
     common.PROGRESS = sys.stderr  # stdout is TAP
     return WORK

@@ -40,7 +40,7 @@ def cmd_check(args):
 def cmd_build(args):
     if args.what in ("libvirt", "all"):
         from . import libvirt
-        libvirt.build(stack=stacks.get(args.stack) if args.stack else libvirt.LIBVIRT_STACK)
+        libvirt.build(stack=stacks.get(args.stack) if args.stack else None)  # None: the lab's
     if args.what in ("kernel", "all"):
         from . import kernel
         kernel.build(patched=not args.stock)

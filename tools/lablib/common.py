@@ -9,13 +9,13 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("UNSTEAL_BUILD", os.path.join(ROOT, "_build"))
-CACHE = os.environ.get(
-    "UNSTEAL_CACHE",
-    os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "unsteal"),
-)
-SOURCES = os.path.join(CACHE, "sources")
+from . import config
+
+# The checkout, and the build and cache directories, which stay for a run (config.py).
+ROOT = config.ROOT
+BUILD = config.get().build
+CACHE = config.get().cache
+SOURCES = config.get().sources
 
 
 class LabError(Exception):

@@ -15,8 +15,8 @@ import subprocess
 import time
 
 from .common import BUILD, LabError, mkdirs, require_root, step, warn
-from .libvirt import LIBVIRT_STACK, PREFIX
-from . import stacks
+from .libvirt import lab_prefix
+from . import config, stacks
 
 
 def lab_dir(stack):
@@ -25,7 +25,7 @@ def lab_dir(stack):
 
 
 # The lab daemon runs the build of UNSTEAL_LIBVIRT_STACK (default 'libvirt').
-LAB = lab_dir(LIBVIRT_STACK)
+LAB = lab_dir(stacks.lab_libvirt())
 
 
 def _daemon_name(prefix):
@@ -48,6 +48,7 @@ def _paths(prefix):
             os.path.join(prefix, "etc", "libvirt", "qemu.conf"))
 
 
+PREFIX = lab_prefix()
 DAEMON, RUNDIR, SOCK, URI, QEMU_CONF = _paths(PREFIX)
 CGROOT = "/sys/fs/cgroup"
 PARTITION = "machine"
@@ -62,9 +63,9 @@ def select(prefix=None):
     records) lives under the prefix, so the two never share state.
     """
     global PREFIX, LAB, DAEMON, RUNDIR, SOCK, URI, QEMU_CONF
-    from . import libvirt
-    PREFIX = prefix or libvirt.PREFIX
-    LAB = lab_dir(LIBVIRT_STACK) if PREFIX == libvirt.PREFIX else os.path.join(PREFIX, "lab")
+    PREFIX = prefix or lab_prefix()
+    LAB = (lab_dir(stacks.lab_libvirt()) if PREFIX == lab_prefix()
+           else os.path.join(PREFIX, "lab"))
     DAEMON, RUNDIR, SOCK, URI, QEMU_CONF = _paths(PREFIX)
 
 
@@ -153,12 +154,15 @@ def _record_preexisting():
         json.dump(pre, fh)
 
 
-# The first start on a fresh host probes QEMU's capabilities before it
-# answers; inside the test host (nested TCG) that took more than 30 s.
-START_TIMEOUT = 600 if os.environ.get("UNSTEAL_TESTHOST") == "1" else 60
+def start_timeout():
+    """Seconds the daemon has to answer.  The first start on a fresh host
+    probes QEMU's capabilities before it answers; inside the test host
+    (nested TCG) that took more than 30 s."""
+    return 600 if config.get().testhost else 60
 
 
-def _wait_socket(proc, timeout=START_TIMEOUT):
+def _wait_socket(proc, timeout=None):
+    timeout = timeout or start_timeout()
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if os.path.exists(SOCK):
@@ -180,7 +184,7 @@ def _spawn(name, args):
     bin_ = os.path.join(PREFIX, "sbin", name)
     if not os.path.exists(bin_):
         raise LabError(f"{bin_} is missing: run tools/lab build libvirt --stack "
-                       f"{LIBVIRT_STACK.key} first")
+                       f"{stacks.lab_libvirt().key} first")
     pidfile = os.path.join(LAB, f"{name}.pid")
     with open(os.path.join(BUILD, "logs", f"{name}.stderr"), "a") as err:
         p = subprocess.Popen([bin_, "-p", pidfile] + args, env=_full_env(),
@@ -194,8 +198,9 @@ def _spawn(name, args):
 
 def _other_stack_running():
     """Another libvirt stack whose lab daemon runs: both would manage /machine."""
+    lab = stacks.lab_libvirt()
     for stack in stacks.of_package("libvirt"):
-        if stack.key != LIBVIRT_STACK.key and _pid(DAEMON, lab_dir(stack)):
+        if stack.key != lab.key and _pid(DAEMON, lab_dir(stack)):
             return stack
     return None
 
@@ -403,7 +408,7 @@ def stop():
 
 
 def status():
-    print(f"libvirt stack: {LIBVIRT_STACK.key} ({PREFIX})")
+    print(f"libvirt stack: {stacks.lab_libvirt().key} ({PREFIX})")
     for name in ("virtlogd", DAEMON):
         pid = _pid(name)
         print(f"{name}: {'pid ' + str(pid) if pid else 'not running'}")

@@ -20,7 +20,7 @@ import time
 from xml.sax.saxutils import escape
 
 from .common import BUILD, ROOT, LabError, mkdirs, run, step
-from . import daemon
+from . import config, daemon
 
 IMAGES = os.path.join(BUILD, "images")
 INITRAMFS = os.path.join(IMAGES, "guest-initramfs.cpio.gz")
@@ -33,14 +33,13 @@ PREAMBLE = os.path.join(PROGRAMS, "preamble.sh")
 INIT = os.path.join(PROGRAMS, "init.sh")
 
 
-# Inside the test host (tools/lab testhost, docs/testhost.md) a guest boots
-# no OS: a nested TCG guest would take minutes to boot its kernel, and the
-# placement tests only need the vCPU threads, which exist as soon as QEMU
-# runs.  'busy' and 'mixed' guests boot tools/testhost/spin-boot.S, which
-# spins on every vCPU ('mixed' spins everywhere too); 'idle' guests have no
-# boot device and halt in the firmware.  A guest counts as ready once QEMU
-# has all its vCPU threads.
-TESTHOST = os.environ.get("UNSTEAL_TESTHOST") == "1"
+# Inside the test host (tools/lab testhost, docs/testhost.md; UNSTEAL_TESTHOST=1,
+# config.get().testhost) a guest boots no OS: a nested TCG guest would take
+# minutes to boot its kernel, and the placement tests only need the vCPU
+# threads, which exist as soon as QEMU runs.  'busy' and 'mixed' guests boot
+# tools/testhost/spin-boot.S, which spins on every vCPU ('mixed' spins
+# everywhere too); 'idle' guests have no boot device and halt in the
+# firmware.  A guest counts as ready once QEMU has all its vCPU threads.
 SPIN_BOOT = os.path.join(IMAGES, "spin-boot.img")
 SPIN_SRC = os.path.join(ROOT, "tools", "testhost", "spin-boot.S")
 WORKLOADS = ("busy", "idle", "mixed", "spin")
@@ -120,7 +119,7 @@ def parse_cputune(spec):
 def spin_image():
     """The spin boot sector; on the host it is assembled here (the test host
     has it built in its build root)."""
-    if TESTHOST:
+    if config.get().testhost:
         return SPIN_BOOT
     if (not os.path.exists(SPIN_BOOT)
             or os.path.getmtime(SPIN_BOOT) < os.path.getmtime(SPIN_SRC)):
@@ -137,7 +136,7 @@ def spin_image():
 
 
 def _boots_spin(workload):
-    return workload == "spin" or (TESTHOST and workload != "idle")
+    return workload == "spin" or (config.get().testhost and workload != "idle")
 
 
 def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
@@ -149,7 +148,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     if workload not in WORKLOADS:
         raise LabError(f"unknown guest workload {workload!r}; known: {', '.join(WORKLOADS)}")
     _WORKLOADS[name] = workload
-    if TESTHOST or workload == "spin":
+    if config.get().testhost or workload == "spin":
         boot = "<boot dev='hd'/>"
         if _boots_spin(workload):
             img = os.path.join(daemon.LAB, f"{name}-spin.img")
@@ -214,7 +213,7 @@ def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=No
 
 def wait_console(name, text, timeout=120):
     t0 = time.monotonic()
-    if (TESTHOST or _WORKLOADS.get(name) == "spin") and text == READY:
+    if (config.get().testhost or _WORKLOADS.get(name) == "spin") and text == READY:
         return _wait_vcpu_threads(name, timeout)
     path = console_path(name)
     while time.monotonic() - t0 < timeout:

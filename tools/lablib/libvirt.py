@@ -13,7 +13,7 @@ import re
 import shutil
 
 from .common import BUILD, LabError, run, step
-from . import mesonlog, stacks
+from . import config, mesonlog, stacks
 
 
 def builddir(stack):
@@ -36,15 +36,18 @@ def check_stack(stack):
     return stack
 
 
-# The build the lab daemon runs (UNSTEAL_LIBVIRT_STACK, default 'libvirt').
-LIBVIRT_STACK = stacks.lab_libvirt()
-# UNSTEAL_LIBVIRT_PREFIX=/ runs the libvirt that Debian's packages installed
-# instead: on a merged-/usr Debian root every path the lab derives from the
-# prefix (sbin/virtqemud, bin/virsh, etc/libvirt/qemu.conf, var/run/libvirt,
-# var/log/libvirt) is where the packages put it.  The test host uses this
-# when its image carries our .debs (tools/lab testhost build --libvirt packages).
-PREFIX = os.environ.get("UNSTEAL_LIBVIRT_PREFIX") or prefix(LIBVIRT_STACK)
-BUILDDIR = builddir(LIBVIRT_STACK)
+def lab_prefix(cfg=None):
+    """The install the lab daemon runs: the build of the configuration's
+    libvirt stack (stacks.lab_libvirt(): UNSTEAL_LIBVIRT_STACK, default
+    libvirt's default stack), or its libvirt_prefix.
+    UNSTEAL_LIBVIRT_PREFIX=/ runs the libvirt that Debian's packages
+    installed instead: on a merged-/usr Debian root every path the lab
+    derives from the prefix (sbin/virtqemud, bin/virsh,
+    etc/libvirt/qemu.conf, var/run/libvirt, var/log/libvirt) is where the
+    packages put it.  The test host uses this when its image carries our
+    .debs (tools/lab testhost build --libvirt packages)."""
+    cfg = cfg or config.get()
+    return cfg.libvirt_prefix or prefix(stacks.lab_libvirt(cfg))
 
 # Everything the qemu driver and its tests need; every other driver is off so
 # that a build takes about two minutes on two cores.
@@ -94,10 +97,11 @@ def configure(src, bdir, pfx, log):
         fh.write("\n".join(opts))
 
 
-def build(install=True, stack=LIBVIRT_STACK):
-    """Build (and install) one libvirt stack's work tree into its own prefix."""
+def build(install=True, stack=None):
+    """Build (and install) one libvirt stack's work tree (default: the lab's)
+    into its own prefix."""
     from .stack import ensure_worktree
-    check_stack(stack)
+    stack = check_stack(stack or stacks.lab_libvirt())
     src = ensure_worktree(stack.dir)
     bdir, pfx = builddir(stack), prefix(stack)
     configure(src, bdir, pfx, logpath(stack.key, "meson-setup"))
@@ -152,11 +156,13 @@ def build_tree(tree, what):
         raise LabError(f"libvirt does not build with {what}; see {log}")
 
 
-def test_suite(syntax_check=True, stack=LIBVIRT_STACK):
-    """libvirt's own test suite on a stack's patched tree (and syntax-check).
+def test_suite(syntax_check=True, stack=None):
+    """libvirt's own test suite on a stack's patched tree (default: the lab's)
+    and syntax-check.
 
     Returns (passed, failed) counted per meson test.
     """
+    stack = stack or stacks.lab_libvirt()
     build(install=False, stack=stack)
     bdir = builddir(stack)
     log = logpath(stack.key, "test")
@@ -201,9 +207,9 @@ def _summary(log):
 
 
 def has_vcpu_cgroup():
-    """Whether the libvirt installed in PREFIX knows qemu.conf's vcpu_cgroup
-    (our series is applied)."""
-    conf = os.path.join(PREFIX, "share", "augeas", "lenses", "libvirtd_qemu.aug")
+    """Whether the libvirt the lab daemon runs (lab_prefix()) knows
+    qemu.conf's vcpu_cgroup (our series is applied)."""
+    conf = os.path.join(lab_prefix(), "share", "augeas", "lenses", "libvirtd_qemu.aug")
     try:
         with open(conf) as fh:
             return "vcpu_cgroup" in fh.read()

@@ -16,6 +16,7 @@ bases of one project live side by side.
 import functools
 import os
 
+from . import config
 from .common import BUILD, LabError, ROOT, read_kv
 
 # key, directory (relative to the repository), whether it is its project's
@@ -109,12 +110,11 @@ def at(directory):
     return Stack(directory, directory)
 
 
-@functools.lru_cache(maxsize=None)
-def lab_libvirt():
+def lab_libvirt(cfg=None):
     """The libvirt stack whose build the lab daemon, virsh, guests, the demo
-    and the integration tests use: $UNSTEAL_LIBVIRT_STACK, else libvirt's
-    default stack.  Looked up once."""
-    key = os.environ.get("UNSTEAL_LIBVIRT_STACK")
+    and the integration tests use: the configuration's libvirt_stack
+    (UNSTEAL_LIBVIRT_STACK, config.py), else libvirt's default stack."""
+    key = (cfg or config.get()).libvirt_stack
     if key is None:
         return default("libvirt")
     names = [s.key for s in of_package("libvirt")]

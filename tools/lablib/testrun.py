@@ -81,7 +81,7 @@ def run_all(quick=False):
             t.stage(f"{s.key} package: series on Debian's patched linux tree, flavour config",
                     lambda d=s.dir: _one(kpackage.quick_check(d)))
     from . import libvirt, kernel, ownsrc, guest
-    lab = libvirt.LIBVIRT_STACK
+    lab = stacks.lab_libvirt()
     # The daemon's stack keeps the historical stage names when it is libvirt's
     # default stack; another one is named.
     which = "" if lab.default else f" ({lab.key})"

@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The lab's configuration, read from the environment once.
+
+The entry point (tools/lab, tests/integration/labtest.py, the unit tests'
+tap.py) calls load() before it imports the rest of lablib; every module
+asks get() for the one Config.  No other module reads the environment for
+configuration.  The variables are an interface that tests/meson.build and
+the test host's runner set (docs/lab.md):
+
+  UNSTEAL_BUILD           the build directory (default: _build in the checkout)
+  UNSTEAL_CACHE           the download cache (default: $XDG_CACHE_HOME/unsteal,
+                          XDG_CACHE_HOME defaulting to ~/.cache)
+  UNSTEAL_LIBVIRT_STACK   the key of the libvirt stack whose build the lab
+                          daemon, guests and integration tests use (default:
+                          libvirt's default stack; stacks.lab_libvirt() turns
+                          the key into its Stack)
+  UNSTEAL_LIBVIRT_PREFIX  run the libvirt installed there instead of that
+                          stack's build (the test host sets / for Debian's
+                          packages)
+  UNSTEAL_TESTHOST=1      we run inside the test host (tools/lab testhost)
+  UNSTEAL_BIN             the analyser the integration tests run (set by
+                          tests/meson.build)
+
+Imports nothing from lablib: every module may import it.
+"""
+
+import dataclasses
+import os
+
+# The checkout: where this file is, not configuration.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    root: str
+    build: str
+    cache: str
+    libvirt_stack: str = None   # a libvirt stack's key; None: libvirt's default (stacks.py)
+    libvirt_prefix: str = None  # None: the build of libvirt_stack (libvirt.lab_prefix())
+    testhost: bool = False
+    unsteal_bin: str = ""
+
+    @property
+    def sources(self):
+        return os.path.join(self.cache, "sources")
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+def from_environ(environ):
+    """The Config that the variables in environ (a mapping) describe."""
+    xdg = environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return Config(
+        root=ROOT,
+        build=environ.get("UNSTEAL_BUILD", os.path.join(ROOT, "_build")),
+        cache=environ.get("UNSTEAL_CACHE", os.path.join(xdg, "unsteal")),
+        libvirt_stack=environ.get("UNSTEAL_LIBVIRT_STACK"),
+        libvirt_prefix=environ.get("UNSTEAL_LIBVIRT_PREFIX") or None,
+        testhost=environ.get("UNSTEAL_TESTHOST") == "1",
+        unsteal_bin=environ.get("UNSTEAL_BIN", ""),
+    )
+
+
+_current = None
+
+
+def load(environ=None):
+    """Read the environment (os.environ unless given) and make it the configuration."""
+    global _current
+    _current = from_environ(os.environ if environ is None else environ)
+    return _current
+
+
+def get():
+    """The configuration; read from os.environ on first use when no entry point loaded it."""
+    return _current or load()
