@@ -71,7 +71,7 @@ def skip_all(reason):
 def require_lab():
     if os.geteuid() != 0:
         skip_all("needs root (run through tools/lab test)")
-    if not os.path.exists(os.path.join(PREFIX, "sbin", daemon.DAEMON)):
+    if not os.path.exists(os.path.join(PREFIX, "sbin", daemon.lab().daemon)):
         skip_all("the patched libvirt is not built (tools/lab build libvirt)")
 
 
@@ -156,7 +156,7 @@ def cgroup_value(controller, path, name):
 def lab_processes():
     """PIDs of lab daemons and QEMU processes still alive."""
     pids = []
-    for name in (daemon.DAEMON, "virtlogd"):
+    for name in (daemon.lab().daemon, "virtlogd"):
         if daemon._pid(name):
             pids.append(daemon._pid(name))
     return pids + daemon._qemu_pids()
@@ -216,8 +216,9 @@ def _tail(path, lines=12):
 def diagnose(since):
     """Why a domain went away: the end of the QEMU log and console of every
     lab domain written to since `since`, and of the kernel log."""
-    logs = [os.path.join(daemon.LAB, f) for f in sorted(os.listdir(daemon.LAB))
-            if f.startswith("console-")] if os.path.isdir(daemon.LAB) else []
+    lab = daemon.lab().dir
+    logs = [os.path.join(lab, f) for f in sorted(os.listdir(lab))
+            if f.startswith("console-")] if os.path.isdir(lab) else []
     qlogs = os.path.join(PREFIX, "var", "log", "libvirt", "qemu")
     if os.path.isdir(qlogs):
         logs += [os.path.join(qlogs, f) for f in sorted(os.listdir(qlogs))]

@@ -55,7 +55,7 @@ def cpu_times():
 def window(seconds=3):
     c0 = cpu_times()
     p = subprocess.run([UNSTEAL, "report", "--json", "--no-timestamp", "--connect",
-                        daemon.URI, "--interval", str(seconds), "--count", "1"],
+                        daemon.lab().uri, "--interval", str(seconds), "--count", "1"],
                        capture_output=True, text=True, timeout=60)
     c1 = cpu_times()
     idle = {k: 100.0 * (c1[k][0] - c0[k][0]) / max(1, c1[k][1] - c0[k][1]) for k in c1}

@@ -43,7 +43,7 @@ UNSTEAL = labtest.CONFIG.unsteal_bin
 
 def status_vcpu_tids(name):
     """{libvirt vCPU id: thread id} from libvirt's status XML."""
-    root = ET.parse(os.path.join(daemon.RUNDIR, "qemu", f"{name}.xml")).getroot()
+    root = ET.parse(os.path.join(daemon.lab().rundir, "qemu", f"{name}.xml")).getroot()
     return {int(v.get("id")): int(v.get("pid"))
             for v in root.iter("vcpu") if v.get("pid") is not None}
 
@@ -60,7 +60,7 @@ def live_orders(name):
 
 def report(*args):
     p = subprocess.run([UNSTEAL, "report", "--json", "--no-timestamp",
-                        "--connect", daemon.URI] + list(args),
+                        "--connect", daemon.lab().uri] + list(args),
                        capture_output=True, text=True, timeout=120)
     return p, [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
 
@@ -70,7 +70,7 @@ class Stream:
 
     def __init__(self, interval):
         self.p = subprocess.Popen([UNSTEAL, "report", "--json", "--no-timestamp",
-                                   "--interval", str(interval), "--connect", daemon.URI],
+                                   "--interval", str(interval), "--connect", daemon.lab().uri],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.q = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -171,11 +171,11 @@ def main(t):
     try:
         first = s.wait_for(lambda r: r["libvirt"] == "connected", 15)
         t.ok(first is not None, "streaming: connected at first")
-        daemon._kill(daemon._pid(daemon.DAEMON), daemon.DAEMON)
+        daemon._kill(daemon._pid(daemon.lab().daemon), daemon.lab().daemon)
         lost = s.wait_for(lambda r: r["libvirt"] == "disconnected", 15)
         t.ok(lost is not None, "virtqemud stopped: unsteal reports libvirt disconnected")
         if lost:
-            t.ok(any(x.startswith(f"libvirt: connection lost to {daemon.URI}")
+            t.ok(any(x.startswith(f"libvirt: connection lost to {daemon.lab().uri}")
                      for x in lost["skipped"]), "the skip says 'libvirt: connection lost'",
                  lost["skipped"])
             names_lost = {d["name"] for d in lost["domains"]}

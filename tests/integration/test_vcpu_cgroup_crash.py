@@ -38,7 +38,7 @@ GROUP_GONE_S = 10
 
 
 def virsh_argv(*args):
-    return [VIRSH, "-c", daemon.URI] + list(args)
+    return [VIRSH, "-c", daemon.lab().uri] + list(args)
 
 
 def memory_limit(name):
@@ -87,7 +87,7 @@ def change(a):
     """A placement change, as a virsh process: a live move on v1, the start
     of a sharing domain on v2."""
     if vcpucg.V2:
-        xml = os.path.join(daemon.LAB, "vk-c.xml")
+        xml = os.path.join(daemon.lab().dir, "vk-c.xml")
         with open(xml, "w") as fh:
             fh.write(guest.domain_xml("lab-vk-c", 1, "idle"))
         return subprocess.Popen(virsh_argv("create", xml), stdout=subprocess.DEVNULL,

@@ -32,7 +32,7 @@ import subprocess
 import time
 
 from .common import BUILD, LabError, require_root, step
-from . import benchsched, daemon, guest
+from . import benchsched, config, daemon, guest
 from .benchkit import prepare_lab, publish
 
 VARIANTS = [("stock", None), ("patched per-domain", "per-domain"),
@@ -51,14 +51,20 @@ def _libvirt():
 
 def _block(lv, variant, setting, running, reps):
     from . import libvirt as lab_libvirt
-    daemon.select(lab_libvirt.STOCK_PREFIX if variant == "stock" else None)
+    cfg = daemon.config_at(lab_libvirt.STOCK_PREFIX) if variant == "stock" else config.get()
+    with config.using(cfg):
+        return _measure(lv, setting, running, reps)
+
+
+def _measure(lv, setting, running, reps):
+    """One block on the configuration's lab daemon, restarted with setting."""
     try:
         daemon.stop()
         daemon.start(vcpu_cgroup=setting, quiet=True)
         for i in range(running - 1):
             guest.create(f"cp-bg{i}", vcpus=1, workload="idle")
         xml = guest.domain_xml(guest.lab_name(TARGET), vcpus=2, workload="idle")
-        conn = lv.open(daemon.URI)
+        conn = lv.open(daemon.lab().uri)
         try:
             dom = conn.defineXML(xml)
             out = {"start": [], "set": [], "reset": []}
@@ -79,7 +85,6 @@ def _block(lv, variant, setting, running, reps):
         return out
     finally:
         daemon.stop()
-        daemon.select(None)
 
 
 ATTACH_GROUP = "unsteal-bench-attach"

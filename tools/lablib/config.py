@@ -24,6 +24,7 @@ the test host's runner set (docs/lab.md):
 Imports nothing from lablib: every module may import it.
 """
 
+import contextlib
 import dataclasses
 import os
 
@@ -38,6 +39,7 @@ class Config:
     cache: str
     libvirt_stack: str = None   # a libvirt stack's key; None: libvirt's default (stacks.py)
     libvirt_prefix: str = None  # None: the build of libvirt_stack (libvirt.lab_prefix())
+    lab_dir: str = None         # the lab daemon's records; None: daemon.lab_dir() of the stack
     testhost: bool = False
     unsteal_bin: str = ""
 
@@ -76,3 +78,19 @@ def load(environ=None):
 def get():
     """The configuration; read from os.environ on first use when no entry point loaded it."""
     return _current or load()
+
+
+@contextlib.contextmanager
+def using(cfg):
+    """Make cfg the configuration for a block: the control-plane benchmark runs
+    the lab daemon from stock libvirt's prefix.  The root, build and cache
+    directories stay (modules keep paths under them)."""
+    global _current
+    old = get()
+    if (cfg.root, cfg.build, cfg.cache) != (old.root, old.build, old.cache):
+        raise ValueError("the root, build and cache directories are fixed for a run")
+    _current = cfg
+    try:
+        yield cfg
+    finally:
+        _current = old

@@ -24,10 +24,6 @@ def lab_dir(stack):
     return os.path.join(BUILD, f"lab{stack.suffix}")
 
 
-# The lab daemon runs the build of UNSTEAL_LIBVIRT_STACK (default 'libvirt').
-LAB = lab_dir(stacks.lab_libvirt())
-
-
 def _daemon_name(prefix):
     """The daemon that runs the qemu driver: virtqemud, or libvirtd for an
     install without the modular daemons (Debian's packages of 11.3.0 ship
@@ -48,30 +44,46 @@ def _paths(prefix):
             os.path.join(prefix, "etc", "libvirt", "qemu.conf"))
 
 
-PREFIX = lab_prefix()
-DAEMON, RUNDIR, SOCK, URI, QEMU_CONF = _paths(PREFIX)
 CGROOT = "/sys/fs/cgroup"
 PARTITION = "machine"
 DEFAULT_SHARED_GROUP = "machine/vcpus.partition"
 
 
-def select(prefix=None):
-    """Point the lab at another libvirt install (None: the patched build).
+class Lab:
+    """The lab daemon of one libvirt install: the install's prefix; the
+    daemon, run directory, socket, URI and qemu.conf under it; and dir, the
+    lab's own records (PID files, qemu.conf bookkeeping, consoles)."""
 
-    The control-plane benchmark runs stock libvirt from its own prefix;
-    every path of the lab daemon (sockets, state, qemu.conf, the lab's own
-    records) lives under the prefix, so the two never share state.
+    def __init__(self, prefix, dir):
+        self.prefix = prefix
+        self.dir = dir
+        self.daemon, self.rundir, self.sock, self.uri, self.qemu_conf = _paths(prefix)
+
+
+def lab(cfg=None):
+    """The lab daemon the configuration names (default: config.get()): the
+    build of its libvirt stack, or its libvirt_prefix and lab_dir."""
+    cfg = cfg or config.get()
+    return Lab(lab_prefix(cfg), cfg.lab_dir or lab_dir(stacks.lab_libvirt(cfg)))
+
+
+def config_at(prefix, cfg=None):
+    """The configuration with the lab daemon run from the libvirt installed
+    at prefix.
+
+    The control-plane benchmark runs stock libvirt from its own prefix
+    (config.using(config_at(...))); every path of the lab daemon (sockets,
+    state, qemu.conf, the lab's own records) lives under the prefix, so the
+    two never share state.
     """
-    global PREFIX, LAB, DAEMON, RUNDIR, SOCK, URI, QEMU_CONF
-    PREFIX = prefix or lab_prefix()
-    LAB = (lab_dir(stacks.lab_libvirt()) if PREFIX == lab_prefix()
-           else os.path.join(PREFIX, "lab"))
-    DAEMON, RUNDIR, SOCK, URI, QEMU_CONF = _paths(PREFIX)
+    cfg = cfg or config.get()
+    return cfg.replace(libvirt_prefix=prefix, lab_dir=os.path.join(prefix, "lab"))
 
 
 def env():
-    return {"LD_LIBRARY_PATH": os.path.join(PREFIX, "lib"),
-            "PATH": os.path.join(PREFIX, "bin") + ":" + os.path.join(PREFIX, "sbin") + ":"
+    prefix = lab().prefix
+    return {"LD_LIBRARY_PATH": os.path.join(prefix, "lib"),
+            "PATH": os.path.join(prefix, "bin") + ":" + os.path.join(prefix, "sbin") + ":"
             + os.environ.get("PATH", "/usr/bin:/bin")}
 
 
@@ -82,7 +94,8 @@ def _full_env():
 
 
 def virsh(args, check=True, capture=False, timeout=120):
-    cmd = [os.path.join(PREFIX, "bin", "virsh"), "-q", "-c", URI] + list(args)
+    lb = lab()
+    cmd = [os.path.join(lb.prefix, "bin", "virsh"), "-q", "-c", lb.uri] + list(args)
     p = subprocess.run(cmd, env=_full_env(), text=True, timeout=timeout,
                        stdout=subprocess.PIPE if capture else None,
                        stderr=subprocess.PIPE if capture else None)
@@ -91,8 +104,9 @@ def virsh(args, check=True, capture=False, timeout=120):
     return p
 
 
-def _pid(name, lab=None):
-    path = os.path.join(lab or LAB, f"{name}.labpid")
+def _pid(name, where=None):
+    """PID of the lab's daemon name, recorded in where (default: lab().dir)."""
+    path = os.path.join(where or lab().dir, f"{name}.labpid")
     try:
         pid = int(open(path).read().strip())
     except (OSError, ValueError):
@@ -122,7 +136,8 @@ def cgroup_mounts():
 
 
 def _write_conf(vcpu_cgroup, extra=None):
-    mkdirs(LAB, os.path.join(BUILD, "logs"))
+    lb = lab()
+    mkdirs(lb.dir, os.path.join(BUILD, "logs"))
     lines = [
         "# Written by tools/lab start: the lab daemon runs QEMU as root with no",
         "# security driver; everything else is libvirt's default.",
@@ -135,9 +150,9 @@ def _write_conf(vcpu_cgroup, extra=None):
         lines.append(f'vcpu_cgroup = "{vcpu_cgroup}"')
     for key, value in (extra or {}).items():
         lines.append(f"{key} = {value}")
-    with open(QEMU_CONF, "w") as fh:
+    with open(lb.qemu_conf, "w") as fh:
         fh.write("\n".join(lines) + "\n")
-    conf = os.path.join(LAB, "virtqemud.conf")
+    conf = os.path.join(lb.dir, "virtqemud.conf")
     with open(conf, "w") as fh:
         fh.write(f'log_outputs = "1:file:{BUILD}/logs/virtqemud.log"\n'
                  'log_filters = "1:qemu.qemu_cgroup 1:qemu.qemu_process 1:util.cgroup '
@@ -146,7 +161,7 @@ def _write_conf(vcpu_cgroup, extra=None):
 
 
 def _record_preexisting():
-    path = os.path.join(LAB, "cgroups-preexisting.json")
+    path = os.path.join(lab().dir, "cgroups-preexisting.json")
     if os.path.exists(path):
         return
     pre = [m for m, _ in cgroup_mounts() if os.path.isdir(os.path.join(m, PARTITION))]
@@ -163,9 +178,10 @@ def start_timeout():
 
 def _wait_socket(proc, timeout=None):
     timeout = timeout or start_timeout()
+    lb = lab()
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if os.path.exists(SOCK):
+        if os.path.exists(lb.sock):
             try:
                 p = virsh(["version"], check=False, capture=True, timeout=30)
             except subprocess.TimeoutExpired:
@@ -175,32 +191,33 @@ def _wait_socket(proc, timeout=None):
         if proc.poll() is not None:
             break
         time.sleep(0.3)
-    raise LabError(f"{DAEMON} did not come up within {timeout} s; see "
+    raise LabError(f"{lb.daemon} did not come up within {timeout} s; see "
                    f"{BUILD}/logs/virtqemud.log and "
-                   f"{BUILD}/logs/{DAEMON}.stderr")
+                   f"{BUILD}/logs/{lb.daemon}.stderr")
 
 
 def _spawn(name, args):
-    bin_ = os.path.join(PREFIX, "sbin", name)
+    lb = lab()
+    bin_ = os.path.join(lb.prefix, "sbin", name)
     if not os.path.exists(bin_):
         raise LabError(f"{bin_} is missing: run tools/lab build libvirt --stack "
                        f"{stacks.lab_libvirt().key} first")
-    pidfile = os.path.join(LAB, f"{name}.pid")
+    pidfile = os.path.join(lb.dir, f"{name}.pid")
     with open(os.path.join(BUILD, "logs", f"{name}.stderr"), "a") as err:
         p = subprocess.Popen([bin_, "-p", pidfile] + args, env=_full_env(),
                              stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                              start_new_session=True)
     # Not daemonised (no -d): the PID we started is the daemon's own.
-    with open(os.path.join(LAB, f"{name}.labpid"), "w") as fh:
+    with open(os.path.join(lb.dir, f"{name}.labpid"), "w") as fh:
         fh.write(str(p.pid))
     return p
 
 
 def _other_stack_running():
     """Another libvirt stack whose lab daemon runs: both would manage /machine."""
-    lab = stacks.lab_libvirt()
+    mine, daemon = stacks.lab_libvirt(), lab().daemon
     for stack in stacks.of_package("libvirt"):
-        if stack.key != lab.key and _pid(DAEMON, lab_dir(stack)):
+        if stack.key != mine.key and _pid(daemon, lab_dir(stack)):
             return stack
     return None
 
@@ -213,28 +230,29 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
         raise LabError(f"the lab daemon of the {other.key} stack is running and manages the "
                        f"same cgroups; stop it first: UNSTEAL_LIBVIRT_STACK={other.key} "
                        f"tools/lab stop")
-    mkdirs(LAB, RUNDIR, os.path.join(BUILD, "logs"))
+    lb = lab()
+    mkdirs(lb.dir, lb.rundir, os.path.join(BUILD, "logs"))
     _record_preexisting()
     conf = _write_conf(vcpu_cgroup, extra)
     if _pid("virtlogd") is None:
         step("lab: starting virtlogd")
         proc = _spawn("virtlogd", [])
-        logsock = os.path.join(RUNDIR, "virtlogd-sock")
+        logsock = os.path.join(lb.rundir, "virtlogd-sock")
         t0 = time.monotonic()
         while not os.path.exists(logsock):
             if time.monotonic() - t0 > 30 or proc.poll() is not None:
                 raise LabError(f"virtlogd did not come up; see {BUILD}/logs/virtlogd.stderr")
             time.sleep(0.1)
-    old = _pid(DAEMON)
+    old = _pid(lb.daemon)
     if old:
-        step(f"lab: restarting {DAEMON} (pid {old}) with the new qemu.conf")
-        _kill(old, DAEMON)
-    step(f"lab: starting {DAEMON}" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
-    proc = _spawn(DAEMON, ["-f", conf])
+        step(f"lab: restarting {lb.daemon} (pid {old}) with the new qemu.conf")
+        _kill(old, lb.daemon)
+    step(f"lab: starting {lb.daemon}" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
+    proc = _spawn(lb.daemon, ["-f", conf])
     pid = proc.pid
     _wait_socket(proc)
     if not quiet:
-        print(f"lab: {DAEMON} pid {pid}; connect with:\n  virsh -c '{URI}'\n"
+        print(f"lab: {lb.daemon} pid {pid}; connect with:\n  virsh -c '{lb.uri}'\n"
               f"  or: tools/lab virsh ...", flush=True)
     return pid
 
@@ -275,20 +293,21 @@ def _reap(pid):
 
 def lab_domains():
     """Names of every domain the lab daemon knows (running or defined)."""
+    lb = lab()
     names = set()
-    if _pid(DAEMON):
+    if _pid(lb.daemon):
         p = virsh(["list", "--all", "--name"], check=False, capture=True)
         names |= {n.strip() for n in (p.stdout or "").splitlines() if n.strip()}
-    for x in glob.glob(os.path.join(RUNDIR, "qemu", "*.xml")):
+    for x in glob.glob(os.path.join(lb.rundir, "qemu", "*.xml")):
         names.add(os.path.basename(x)[:-4])
-    for x in glob.glob(os.path.join(PREFIX, "etc", "libvirt", "qemu", "*.xml")):
+    for x in glob.glob(os.path.join(lb.prefix, "etc", "libvirt", "qemu", "*.xml")):
         names.add(os.path.basename(x)[:-4])
     return sorted(names)
 
 
 def _qemu_pids():
     pids = []
-    for pf in glob.glob(os.path.join(RUNDIR, "qemu", "*.pid")):
+    for pf in glob.glob(os.path.join(lab().rundir, "qemu", "*.pid")):
         try:
             pid = int(open(pf).read().strip())
         except (OSError, ValueError):
@@ -304,7 +323,7 @@ def _qemu_pids():
 
 def shared_group_from_conf():
     try:
-        text = open(QEMU_CONF).read()
+        text = open(lab().qemu_conf).read()
     except OSError:
         return DEFAULT_SHARED_GROUP
     import re
@@ -315,7 +334,7 @@ def shared_group_from_conf():
 def _running_ids():
     """{name: id} of the lab daemon's running domains."""
     ids = {}
-    if _pid(DAEMON):
+    if _pid(lab().daemon):
         p = virsh(["list"], check=False, capture=True)
         for line in (p.stdout or "").splitlines():
             f = line.split()
@@ -334,7 +353,7 @@ def lab_cgroups(domains, ids=None):
     """
     pre = []
     try:
-        pre = json.load(open(os.path.join(LAB, "cgroups-preexisting.json")))
+        pre = json.load(open(os.path.join(lab().dir, "cgroups-preexisting.json")))
     except (OSError, ValueError):
         pass
     out, parts = [], []
@@ -364,9 +383,10 @@ def lab_cgroups(domains, ids=None):
 
 def stop():
     require_root("tools/lab stop")
+    lb = lab()
     domains = lab_domains()
-    ids = _running_ids() if _pid(DAEMON) else None
-    if _pid(DAEMON):
+    ids = _running_ids() if _pid(lb.daemon) else None
+    if _pid(lb.daemon):
         for d in domains:
             virsh(["destroy", d], check=False, capture=True)
             virsh(["undefine", d], check=False, capture=True)
@@ -375,7 +395,7 @@ def stop():
     for pid in _qemu_pids():
         step(f"lab: stopping leftover QEMU pid {pid}")
         _kill(pid, "qemu")
-    for name in (DAEMON, "virtlogd"):
+    for name in (lb.daemon, "virtlogd"):
         pid = _pid(name)
         if pid:
             step(f"lab: stopping {name} (pid {pid})")
@@ -401,26 +421,27 @@ def stop():
         except OSError:
             pass
     step(f"lab: removed {removed} lab cgroup(s)")
-    for f in glob.glob(os.path.join(PREFIX, "etc", "libvirt", "qemu", "*.xml")):
+    for f in glob.glob(os.path.join(lb.prefix, "etc", "libvirt", "qemu", "*.xml")):
         os.unlink(f)
     if busy:
         raise LabError("could not remove: " + ", ".join(busy))
 
 
 def status():
-    print(f"libvirt stack: {stacks.lab_libvirt().key} ({PREFIX})")
-    for name in ("virtlogd", DAEMON):
+    lb = lab()
+    print(f"libvirt stack: {stacks.lab_libvirt().key} ({lb.prefix})")
+    for name in ("virtlogd", lb.daemon):
         pid = _pid(name)
         print(f"{name}: {'pid ' + str(pid) if pid else 'not running'}")
-    if _pid(DAEMON):
-        print(f"uri: {URI}")
+    if _pid(lb.daemon):
+        print(f"uri: {lb.uri}")
         virsh(["list", "--all"], check=False)
 
 
 def running():
-    return _pid(DAEMON) is not None
+    return _pid(lab().daemon) is not None
 
 
 def pid():
     """PID of the lab's libvirt daemon, or None."""
-    return _pid(DAEMON)
+    return _pid(lab().daemon)

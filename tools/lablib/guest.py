@@ -94,7 +94,7 @@ def lab_name(name):
 
 
 def console_path(name):
-    return os.path.join(daemon.LAB, f"console-{name}.log")
+    return os.path.join(daemon.lab().dir, f"console-{name}.log")
 
 
 CPUTUNE_KEYS = {"shares", "period", "quota", "global_period", "global_quota",
@@ -151,8 +151,8 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     if config.get().testhost or workload == "spin":
         boot = "<boot dev='hd'/>"
         if _boots_spin(workload):
-            img = os.path.join(daemon.LAB, f"{name}-spin.img")
-            mkdirs(daemon.LAB)
+            img = os.path.join(daemon.lab().dir, f"{name}-spin.img")
+            mkdirs(daemon.lab().dir)
             shutil.copyfile(spin_image(), img)
             disk = (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
                     f"<source file='{escape(img)}'/><target dev='hda' bus='ide'/></disk>")
@@ -195,8 +195,8 @@ def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=No
     """Start a lab guest (transient unless persistent) and wait for its init to run."""
     name = lab_name(name)
     xml = domain_xml(name, vcpus, workload, memory, cputune, max_vcpus)
-    path = os.path.join(daemon.LAB, f"{name}.xml")
-    mkdirs(daemon.LAB)
+    path = os.path.join(daemon.lab().dir, f"{name}.xml")
+    mkdirs(daemon.lab().dir)
     with open(path, "w") as fh:
         fh.write(xml)
     if os.path.exists(console_path(name)):
@@ -267,7 +267,7 @@ def _wait_vcpu_threads(name, timeout):
 
 def qemu_pid(name):
     try:
-        return int(open(os.path.join(daemon.RUNDIR, "qemu", f"{name}.pid")).read().strip())
+        return int(open(os.path.join(daemon.lab().rundir, "qemu", f"{name}.pid")).read().strip())
     except (OSError, ValueError):
         raise LabError(f"domain {name} is not running in the lab")
 
@@ -292,8 +292,8 @@ def command(args):
     if args.action == "xml":
         print(domain_xml(name, args.vcpus, args.workload, args.memory, tune))
     elif args.action == "define":
-        path = os.path.join(daemon.LAB, f"{name}.xml")
-        mkdirs(daemon.LAB)
+        path = os.path.join(daemon.lab().dir, f"{name}.xml")
+        mkdirs(daemon.lab().dir)
         with open(path, "w") as fh:
             fh.write(domain_xml(name, args.vcpus, args.workload, args.memory, tune))
         daemon.virsh(["define", path])
