@@ -34,9 +34,10 @@ import time
 from .common import BUILD, LabError, require_root, step
 from . import benchsched, config, daemon, guest
 from .benchkit import prepare_lab, publish
+from .config import VCPU_CGROUP_MODES
 
-VARIANTS = [("stock", None), ("patched per-domain", "per-domain"),
-            ("patched per-host", "per-host")]
+# (label, vcpu_cgroup): stock libvirt, then the series in each mode.
+VARIANTS = [("stock", None)] + [(f"patched {m}", m) for m in VCPU_CGROUP_MODES]
 RUNNING = (1, 10)
 TARGET = "cp-target"
 

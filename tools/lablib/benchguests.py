@@ -28,6 +28,7 @@ import time
 from .common import BUILD, mkdirs, require_root, run, step
 from . import benchsched, daemon, guest, measure
 from .benchkit import check_args, median, prepare_lab, publish
+from .config import VCPU_CGROUP_MODES as MODES
 
 # name -> (description, [(guest, vcpus, workload)]).  'spin' guests boot no
 # OS and spin with interrupts off: their vCPU threads are pure CPU hogs.
@@ -46,7 +47,6 @@ MIXES = {
                     [("bg-big", 2, "busy"), ("bg-small1", 1, "busy"),
                      ("bg-small2", 1, "busy")]),
 }
-MODES = ("per-domain", "per-host")
 
 
 def _proc_cpu_ns(pid):

@@ -23,10 +23,10 @@ import time
 from .common import BUILD, LabError, require_root, step
 from . import benchsched, daemon, guest, measure
 from .benchkit import prepare_lab, publish
+from .config import VCPU_CGROUP_MODES as MODES
 
 SMALL = ["bm-small1", "bm-small2", "bm-small3", "bm-small4"]
 NOISY = "bm-noisy"
-MODES = ("per-domain", "per-host")
 WINDOWS = 3
 SETTLE = 3
 

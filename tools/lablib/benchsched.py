@@ -28,12 +28,12 @@ import time
 
 from .common import BUILD, ROOT, LabError, mkdirs, require_root, run, step, warn
 from . import measure
+from .config import VCPU_CGROUP_MODES as MODES
 from .benchkit import check_args, median, publish
 
 SPIN_SRC = os.path.join(ROOT, "tools", "bench", "vcpu-spin.c")
 SPIN_BIN = os.path.join(BUILD, "bench", "vcpu-spin")
 BENCH_GROUP = "unsteal-bench"
-MODES = ("per-domain", "per-host")
 TOP_SHARES = 10240
 
 # name -> (description, [(domain, vcpus, duty %)]).  Duty 100 is a busy vCPU;

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The lab's configuration, read from the environment once.
+"""The lab's configuration, read from the environment once, and the modes
+of qemu.conf's vcpu_cgroup that the lab sets.
 
 The entry point (tools/lab, tests/integration/labtest.py, the unit tests'
 tap.py) calls load() before it imports the rest of lablib; every module
@@ -30,6 +31,11 @@ import os
 
 # The checkout: where this file is, not configuration.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# qemu.conf's vcpu_cgroup (the libvirt series): tools/lab start --vcpu-cgroup,
+# and the modes the demo and the benchmarks compare.  per-domain, libvirt's
+# default (stock libvirt's placement), comes first.
+VCPU_CGROUP_MODES = ("per-domain", "per-host")
 
 
 @dataclasses.dataclass(frozen=True)

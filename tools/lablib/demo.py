@@ -13,6 +13,7 @@ import statistics
 
 from .common import LabError, step
 from . import daemon, guest, measure, sources
+from .config import VCPU_CGROUP_MODES
 
 GUESTS = [("lab-big", 2), ("lab-small1", 1), ("lab-small2", 1)]
 
@@ -79,7 +80,7 @@ def synthetic_headline(reps=3, seconds=5):
             f"(median of {reps} x {seconds}s; full run: tools/lab bench sched):\n"
             + "\n".join(f"  {m}: large/small per-vCPU share ratio "
                         f"{benchsched.fmt(med[m]['ratio'])} (ideal 1.00), "
-                        f"Jain fairness {med[m]['jain']:.3f}" for m in benchsched.MODES))
+                        f"Jain fairness {med[m]['jain']:.3f}" for m in VCPU_CGROUP_MODES))
 
 
 def run_demo(seconds=20):
@@ -90,10 +91,10 @@ def run_demo(seconds=20):
     libvirt.build()
     guest.spin_image()
     if libvirt.has_vcpu_cgroup():
-        modes = {"per-domain": "per-domain", "per-host": "per-host"}
+        modes = {m: m for m in VCPU_CGROUP_MODES}
     else:
         step("demo: this libvirt has no vcpu_cgroup tunable; showing per-domain only")
-        modes = {"per-domain": None}
+        modes = {VCPU_CGROUP_MODES[0]: None}
     synthetic = synthetic_headline()
     results = {}
     try:

@@ -7,6 +7,7 @@ matplotlib is installed from Debian (python3-matplotlib) on first use.
 import os
 
 from .common import step
+from .config import VCPU_CGROUP_MODES
 
 
 def _pyplot():
@@ -34,7 +35,7 @@ def sched_shares(results, path):
     for ax, mix in zip(axes[:, 0], mixes):
         keys = list(mix["median"]["per-domain"]["threads"])
         xs = range(len(keys))
-        for j, mode in enumerate(("per-domain", "per-host")):
+        for j, mode in enumerate(VCPU_CGROUP_MODES):
             ys = [mix["median"][mode]["threads"][k]["share"] * 100 for k in keys]
             ax.bar([x + (j - 0.5) * 0.38 for x in xs], ys, width=0.38, label=mode,
                    color=MODE_COLOURS[mode])
@@ -57,7 +58,7 @@ def sched_ratios(results, path):
     plt = _pyplot()
     mixes = results["mixes"]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for j, mode in enumerate(("per-domain", "per-host")):
+    for j, mode in enumerate(VCPU_CGROUP_MODES):
         for i, mix in enumerate(mixes):
             x = i + (j - 0.5) * 0.3
             ratios = [r[mode]["ratio"] for r in mix["reps"] if r[mode]["ratio"] is not None]
@@ -114,7 +115,7 @@ def sched_steal(results, path):
     """Total steal and its idle part per mix, both modes (medians)."""
     mixes = [m["mix"] for m in results["mixes"]]
     series, vals = [], []
-    for mode in ("per-domain", "per-host"):
+    for mode in VCPU_CGROUP_MODES:
         for f, label in (("steal", "steal"), ("idle_steal", "idle steal")):
             series.append(f"{mode} {label}")
             vals.append([m["median"][mode][f] for m in results["mixes"]])
