@@ -80,6 +80,9 @@ def cmd_demo(args):
 
 
 def cmd_kselftest(args):
+    if args.bench:
+        from . import kbench
+        return kbench.command(args)
     from . import kselftest
     return kselftest.command(args)
 
