@@ -3,7 +3,8 @@
 
 Builds the kernel (stock base or patched, optionally the debug flavour with
 KASAN, lockdep and DEBUG_VM), builds our mm selftests and the upstream ones
-we rely on as static binaries from the patched work tree, packs them with
+we rely on as static binaries with the patched work tree's selftests
+Makefile (in a shadow tree, so that the work tree stays clean), packs them with
 busybox into an initramfs, and boots QEMU TCG with 2 vCPUs on 2 NUMA nodes,
 a small RAM and a virtio-blk swap disk.  The guest's /init runs every test
 under a timeout and prints kselftest TAP (test output nested behind '# ');
@@ -15,6 +16,7 @@ The benchmarks ('--bench swapoff', '--bench migrate') boot the same guest:
 kbench.py.
 """
 
+import collections
 import os
 import re
 import shutil
@@ -41,20 +43,21 @@ SWAP_MB = 640
 # 32 MiB reserve: nodes of 256 MiB.
 MIGRATE_MEMORY_MB = 512
 
-# Tests run in this order: (binary, extra sources, arguments, timeout in s,
-# guest RAM in MiB or None for MEMORY_MB, split evenly over the 2 nodes).
-# Tests with the default shape share one guest; each other shape gets a
-# guest of its own, booted afterwards.  Ours first; then the upstream mm
-# selftests that exercise the paths our patches touch (swap entries in page
-# tables across fork, COW and MADV_PAGEOUT; page table walks over populated
-# and remapped ranges).
+# Tests run in this order: the program (TEST_GEN_FILES of the mm selftests
+# Makefile), its arguments, a timeout in s, and the guest RAM in MiB or None
+# for MEMORY_MB, split evenly over the 2 nodes.  Tests with the default
+# shape share one guest; each other shape gets a guest of its own, booted
+# afterwards.  Ours first; then the upstream mm selftests that exercise the
+# paths our patches touch (swap entries in page tables across fork, COW and
+# MADV_PAGEOUT; page table walks over populated and remapped ranges).
+Test = collections.namedtuple("Test", "name args timeout memory")
 TESTS = [
-    ("swapoff_test", [], "", 600, None),
-    ("cow", ["vm_util.c", "thp_settings.c"], "", 600, None),
-    ("madv_populate", ["vm_util.c", "thp_settings.c"], "", 120, None),
-    ("mkdirty", ["vm_util.c", "thp_settings.c"], "", 120, None),
-    ("mremap_dontunmap", ["vm_util.c", "thp_settings.c"], "", 120, None),
-    ("migrate_failsafe_test", [], "", 300, MIGRATE_MEMORY_MB),
+    Test("swapoff_test", "", 600, None),
+    Test("cow", "", 600, None),
+    Test("madv_populate", "", 120, None),
+    Test("mkdirty", "", 120, None),
+    Test("mremap_dontunmap", "", 120, None),
+    Test("migrate_failsafe_test", "", 300, MIGRATE_MEMORY_MB),
 ]
 
 # The guest's /init (busybox sh): the list of tests in TAP, or a benchmark.
@@ -87,27 +90,56 @@ def _headers(src):
     return os.path.join(out, "usr", "include")
 
 
+def shadow_tree(src, dest):
+    """A tree for the selftests Makefile outside the kernel work tree: a copy
+    of tools/testing/selftests/mm, symlinks to the rest of the selftests
+    directory, tools/include and mm/gup_test.h.  The mm Makefile writes
+    local_config.h and local_config.mk next to itself (check_config.sh); here
+    they are ours, written before make runs: no liburing, so cow skips those
+    cases, as a static build on a host without liburing.a needs.  Returns the
+    copy's mm directory."""
+    shutil.rmtree(dest, ignore_errors=True)
+    selftests = os.path.dirname(MM_DIR)
+    mkdirs(os.path.join(dest, selftests), os.path.join(dest, "tools"), os.path.join(dest, "mm"))
+    for entry in os.listdir(os.path.join(src, selftests)):
+        if entry != "mm":
+            os.symlink(os.path.join(src, selftests, entry), os.path.join(dest, selftests, entry))
+    os.symlink(os.path.join(src, "tools", "include"), os.path.join(dest, "tools", "include"))
+    os.symlink(os.path.join(src, "mm", "gup_test.h"), os.path.join(dest, "mm", "gup_test.h"))
+    mm = os.path.join(dest, MM_DIR)
+    shutil.copytree(os.path.join(src, MM_DIR), mm, symlinks=True)
+    with open(os.path.join(mm, "local_config.h"), "w") as fh:
+        fh.write("/* unsteal lab: no liburing */\n")
+    with open(os.path.join(mm, "local_config.mk"), "w") as fh:
+        fh.write("IOURING_EXTRA_LIBS =\n")
+    return mm
+
+
+def make_tests(hdr, mm, out, names):
+    """Static binaries of names built by the mm selftests Makefile in mm (a
+    shadow tree), against the UAPI headers in hdr, into out."""
+    mkdirs(out)
+    sh(["make", "-C", mm, f"-j{os.cpu_count() or 2}", f"OUTPUT={out}",
+        f"KHDR_INCLUDES=-isystem {hdr}", "USERLDFLAGS=-static"] +
+       [os.path.join(out, n) for n in names], quiet=True,
+       log=os.path.join(LOGS, "kselftest-build.log"))
+
+
 def build_tests():
-    """Static test binaries from the patched work tree; returns their directory."""
+    """The mm selftests of TESTS, static, built by the patched work tree's
+    selftests Makefile; returns their directory."""
     src = _tree()
-    mm = os.path.join(src, MM_DIR)
     out = os.path.join(KS, "bin")
     shutil.rmtree(out, ignore_errors=True)
     mkdirs(out)
-    step("kselftest: building the mm selftests as static binaries")
+    for t in TESTS:
+        if not os.path.exists(os.path.join(src, MM_DIR, t.name + ".c")):
+            raise LabError(f"{os.path.join(src, MM_DIR, t.name)}.c does not exist: is the "
+                           f"kernel series applied?")
+    step("kselftest: building the mm selftests (static) with the selftests Makefile")
     hdr = _headers(src)
-    with open(os.path.join(out, "local_config.h"), "w"):
-        pass                                    # no liburing: cow skips those cases
-    cflags = ["-static", "-Wall", "-O2", "-U_FORTIFY_SOURCE", f"-I{src}", f"-I{out}",
-              "-isystem", hdr, "-isystem", os.path.join(src, "tools", "include", "uapi")]
-    log = os.path.join(LOGS, "kselftest-build.log")
-    for name, extra, *_ in TESTS:
-        srcs = [os.path.join(mm, name + ".c")] + [os.path.join(mm, e) for e in extra]
-        if not os.path.exists(srcs[0]):
-            raise LabError(f"{srcs[0]} does not exist: is the kernel series applied?")
-        sh(["gcc"] + cflags + srcs + ["-lrt", "-lpthread", "-lm", "-o",
-                                       os.path.join(out, name)], cwd=mm, quiet=True, log=log)
-    os.unlink(os.path.join(out, "local_config.h"))
+    mm = shadow_tree(src, os.path.join(KS, "tree"))
+    make_tests(hdr, mm, out, [t.name for t in TESTS])
     return out
 
 
@@ -115,8 +147,8 @@ def build_initramfs(bindir, tests=TESTS):
     stage = stage_initramfs(os.path.join(KS, "initramfs"), INIT)
     shutil.copytree(bindir, os.path.join(stage, "kselftest"))
     with open(os.path.join(stage, "kselftest", "list"), "w") as fh:
-        for name, _, args, tmo, *_ in tests:
-            fh.write(f"{name} {tmo} {args}\n")
+        for t in tests:
+            fh.write(f"{t.name} {t.timeout} {t.args}\n")
     return pack_initramfs(stage, os.path.join(KS, "initramfs.cpio.gz"), level=1)
 
 
@@ -184,7 +216,7 @@ def _groups(debug):
     """TESTS grouped by guest RAM, in order: [(MiB, [tests])], default shape first."""
     groups = {}
     for t in TESTS:
-        memory = t[4] or MEMORY_MB
+        memory = t.memory or MEMORY_MB
         if debug:
             memory = max(memory, DEBUG_MEMORY_MB)
         groups.setdefault(memory, []).append(t)
@@ -205,10 +237,10 @@ def run(flavour="patched", debug=False, timeout=None):
         initrd = build_initramfs(bindir, tests)
         limit = timeout
         if limit is None:
-            limit = 120 + sum(t[3] for t in tests) // (1 if debug else 2)
+            limit = 120 + sum(t.timeout for t in tests) // (1 if debug else 2)
         log = f"kselftest-{name}.log" if i == 0 else f"kselftest-{name}-{memory}M.log"
         out = boot(image, initrd, memory, "unsteal.mode=test", limit, log)
-        p, f = _verdict(out, f"{name} ({', '.join(t[0] for t in tests)})", tests)
+        p, f = _verdict(out, f"{name} ({', '.join(t.name for t in tests)})", tests)
         passed += p
         failed += f
     return passed, failed
