@@ -4,9 +4,11 @@
 #
 # /init of the kselftest guests (tools/lablib/kselftest.py,
 # docs/kselftest.md).  /dev/vda becomes swap; each line of
-# /kselftest/list, 'NAME TIMEOUT ARGS...', runs ./NAME under a timeout,
-# and the results are printed as kselftest TAP with the program's output
-# nested behind '# '.  From the kernel command line: unsteal.mode=bench
+# /kselftest/list, 'NAME TIMEOUT CATEGORY ARGS...', runs under a timeout
+# either the tree's run_vmtests.sh for that category (bash, destructive
+# tests on, its own TAP off: its exit status is the program's result) or,
+# for CATEGORY '-', ./NAME ARGS directly; the results are printed as
+# kselftest TAP with the output nested behind '# '.  From the kernel command line: unsteal.mode=bench
 # (with unsteal.runs, .mapped, .swapped, .idle) or bench-migrate (with
 # unsteal.runs, .mb) first runs that benchmark.  Ends with
 # 'unsteal-kselftest: done' and a reboot, which ends QEMU (-no-reboot).
@@ -37,11 +39,20 @@ n=$(grep -c . list)
 echo "TAP version 13"
 echo "1..$n"
 i=0
-while read -r name tmo args; do
+while read -r name tmo category args; do
     i=$((i + 1))
     echo "# selftests: mm: $name"
-    # shellcheck disable=SC2086 # $args: the list's arguments, split
-    ( timeout -k 10 "$tmo" "./$name" $args </dev/null 2>&1; echo $? >/tmp/rc ) |
+    if [ "$category" = - ]; then
+        # shellcheck disable=SC2086 # $args: the list's arguments, split
+        set -- "./$name" $args
+    else
+        set -- bash ./run_vmtests.sh -d -n -t "$category"
+    fi
+    # On a timeout only run_vmtests.sh is killed, not the program it
+    # started: kill that too, or it would hold the pipe open.
+    ( timeout -k 10 "$tmo" "$@" </dev/null 2>&1; rc=$?
+      case "$rc" in 124|137|143) killall -9 "$name" 2>/dev/null ;; esac
+      echo "$rc" >/tmp/rc ) |
         while IFS= read -r l; do echo "# $l"; done
     rc=$(cat /tmp/rc)
     case "$rc" in

@@ -7,7 +7,9 @@ we rely on as static binaries with the patched work tree's selftests
 Makefile (in a shadow tree, so that the work tree stays clean), packs them with
 busybox into an initramfs, and boots QEMU TCG with 2 vCPUs on 2 NUMA nodes,
 a small RAM and a virtio-blk swap disk.  The guest's /init runs every test
-under a timeout and prints kselftest TAP (test output nested behind '# ');
+under a timeout, through the tree's run_vmtests.sh (bash) where one of its
+categories runs that test alone, and prints kselftest TAP (test output
+nested behind '# ');
 this side streams it, keeps a log in _build/logs/, and fails when a test
 fails, the kernel splats (BUG, WARNING, KASAN, lockdep...), panics, or the
 guest does not finish before the watchdog runs out.
@@ -31,6 +33,9 @@ from .qemuboot import boot as boot_qemu
 KS = os.path.join(BUILD, "kselftest")
 LOGS = os.path.join(BUILD, "logs")
 MM_DIR = os.path.join("tools", "testing", "selftests", "mm")
+VMTESTS = "run_vmtests.sh"
+# run_vmtests.sh is a bash script; the guest has busybox sh only.
+BASH = "/bin/bash-static"
 
 # Guest shape: 2 vCPUs, one socket and NUMA node each (one socket on two
 # nodes makes the scheduler WARN at boot), and a swap disk larger than RAM.
@@ -44,20 +49,26 @@ SWAP_MB = 640
 MIGRATE_MEMORY_MB = 512
 
 # Tests run in this order: the program (TEST_GEN_FILES of the mm selftests
-# Makefile), its arguments, a timeout in s, and the guest RAM in MiB or None
-# for MEMORY_MB, split evenly over the 2 nodes.  Tests with the default
-# shape share one guest; each other shape gets a guest of its own, booted
-# afterwards.  Ours first; then the upstream mm selftests that exercise the
-# paths our patches touch (swap entries in page tables across fork, COW and
-# MADV_PAGEOUT; page table walks over populated and remapped ranges).
-Test = collections.namedtuple("Test", "name args timeout memory")
+# Makefile); the run_vmtests.sh category that runs it, or None to run it
+# directly; its arguments (direct runs only: run_vmtests.sh has its own);
+# a timeout in s; and the guest RAM in MiB or None for MEMORY_MB, split
+# evenly over the 2 nodes.  A category must run that one program alone, so
+# that its exit status is the program's result: 'mremap' also runs
+# mremap_test and 'migration' the upstream migration test, so
+# mremap_dontunmap and migrate_failsafe_test run directly.  Tests with the
+# default shape share one guest; each other shape gets a guest of its own,
+# booted afterwards.  Ours first; then the upstream mm selftests that
+# exercise the paths our patches touch (swap entries in page tables across
+# fork, COW and MADV_PAGEOUT; page table walks over populated and remapped
+# ranges).
+Test = collections.namedtuple("Test", "name vmtests args timeout memory")
 TESTS = [
-    Test("swapoff_test", "", 600, None),
-    Test("cow", "", 600, None),
-    Test("madv_populate", "", 120, None),
-    Test("mkdirty", "", 120, None),
-    Test("mremap_dontunmap", "", 120, None),
-    Test("migrate_failsafe_test", "", 300, MIGRATE_MEMORY_MB),
+    Test("swapoff_test", "swapoff", "", 600, None),
+    Test("cow", "cow", "", 600, None),
+    Test("madv_populate", "madv_populate", "", 120, None),
+    Test("mkdirty", "mkdirty", "", 120, None),
+    Test("mremap_dontunmap", None, "", 120, None),
+    Test("migrate_failsafe_test", None, "", 300, MIGRATE_MEMORY_MB),
 ]
 
 # The guest's /init (busybox sh): the list of tests in TAP, or a benchmark.
@@ -127,7 +138,7 @@ def make_tests(hdr, mm, out, names):
 
 def build_tests():
     """The mm selftests of TESTS, static, built by the patched work tree's
-    selftests Makefile; returns their directory."""
+    selftests Makefile, and its run_vmtests.sh; returns their directory."""
     src = _tree()
     out = os.path.join(KS, "bin")
     shutil.rmtree(out, ignore_errors=True)
@@ -140,15 +151,24 @@ def build_tests():
     hdr = _headers(src)
     mm = shadow_tree(src, os.path.join(KS, "tree"))
     make_tests(hdr, mm, out, [t.name for t in TESTS])
+    shutil.copy2(os.path.join(mm, VMTESTS), os.path.join(out, VMTESTS))
     return out
 
 
 def build_initramfs(bindir, tests=TESTS):
+    """busybox, bash as /bin/bash, the binaries and the list the init reads:
+    'NAME TIMEOUT CATEGORY ARGS...', CATEGORY '-' for a direct run."""
+    if not os.path.exists(BASH):
+        raise LabError(f"{BASH} is missing (run_vmtests.sh needs bash in the guest): install "
+                       f"bash-static, or run tools/lab setup")
     stage = stage_initramfs(os.path.join(KS, "initramfs"), INIT)
+    shutil.copy2(BASH, os.path.join(stage, "bin", "bash"))
     shutil.copytree(bindir, os.path.join(stage, "kselftest"))
     with open(os.path.join(stage, "kselftest", "list"), "w") as fh:
         for t in tests:
-            fh.write(f"{t.name} {t.timeout} {t.args}\n")
+            if t.vmtests and t.args:
+                raise LabError(f"{t.name}: arguments are for direct runs only")
+            fh.write(f"{t.name} {t.timeout} {t.vmtests or '-'} {t.args}\n")
     return pack_initramfs(stage, os.path.join(KS, "initramfs.cpio.gz"), level=1)
 
 

@@ -33,8 +33,9 @@ PACKAGES = {
                      "kmod"],
     "packaging": ["debootstrap", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
                   "util-linux"],
-    "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "libcgroup-dev",
-                         "valgrind", "iproute2", "dmidecode"],
+    # bash-static: run_vmtests.sh in the kselftest guest, which has busybox only
+    "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "bash-static",
+                         "libcgroup-dev", "valgrind", "iproute2", "dmidecode"],
     # unsteal --connect: libvirt's client library (Debian's, not the lab's)
     "unsteal build": ["libvirt-dev", "libxml2-dev"],
     # tests/tools/test_guest_programs.py: the programs that run inside guests
