@@ -71,6 +71,61 @@ def tar_args():
     return ["--zstd"] if shutil.which("zstd") else []
 
 
+def debootstrap(suite, dest, variant, log, nice=False):
+    """A fresh root of the suite in dest (debootstrap VARIANT from the mirror
+    of the machine's own apt sources), its apt sources the suite, -updates
+    and -security in deb822, recommends off and retries on."""
+    if not shutil.which("debootstrap"):
+        raise LabError("debootstrap is missing; run tools/lab setup")
+    cmd = ["debootstrap", f"--variant={variant}", f"--arch={host_arch()}", suite, dest,
+           sources.debian_mirror()]
+    run((["nice", "-n", "19"] if nice else []) + cmd, log=log)
+    with open(os.path.join(dest, "etc/apt/sources.list.d/debian.sources"), "w") as fh:
+        fh.write(apt_sources(suite))
+    lst = os.path.join(dest, "etc/apt/sources.list")
+    if os.path.exists(lst):
+        os.unlink(lst)
+    with open(os.path.join(dest, "etc/apt/apt.conf.d/90unsteal"), "w") as fh:
+        fh.write('APT::Install-Recommends "false";\nAcquire::Retries "3";\n')
+
+
+def no_services(root):
+    """Keeps services from starting inside root while packages are installed
+    (policy-rc.d); returns its path, for a root that must lose it later."""
+    prc = os.path.join(root, "usr/sbin/policy-rc.d")
+    with open(prc, "w") as fh:
+        fh.write("#!/bin/sh\n# unsteal: no daemons start while the root is made\nexit 101\n")
+    os.chmod(prc, 0o755)
+    return prc
+
+
+def pack(tmp, path):
+    """tmp as the tarball path (written beside it, then renamed)."""
+    step(f"chroot: packing {os.path.basename(path)}")
+    run(["tar", "-C", tmp, "-cf", path + ".part"] + tar_args() + ["."], quiet=True)
+    os.rename(path + ".part", path)
+
+
+def unpack(tarball, dest):
+    """A fresh copy of a root tarball in dest (whatever was there is removed)."""
+    if os.path.exists(dest):
+        rmtree(dest)
+    mkdirs(dest)
+    step(f"chroot: unpacking {os.path.basename(tarball)} into {dest}")
+    run(["tar", "-C", dest, "-xf", tarball] + tar_args(), quiet=True)
+    os.chmod(dest, 0o755)  # '/' of the root, for the unprivileged build user
+
+
+def rmtree(path):
+    """Deletes a root; refuses to delete through a mount (there never is one:
+    mounts live in the private namespace of each command)."""
+    with open("/proc/self/mounts") as fh:
+        mounted = [ln.split()[1] for ln in fh if ln.split()[1].startswith(path + "/")]
+    if mounted:
+        raise LabError(f"{path} has mounts ({' '.join(mounted)}); not deleting it")
+    shutil.rmtree(path)
+
+
 def base_tarball(suite):
     """The cached tarball of a fresh buildd root of the suite (made once)."""
     arch = host_arch()
@@ -82,36 +137,19 @@ def base_tarball(suite):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(path):
             return path
-        if not shutil.which("debootstrap"):
-            raise LabError("debootstrap is missing; run tools/lab setup")
         tmp = tempfile.mkdtemp(dir=CHROOTS, prefix=f"{suite}-debootstrap-")
         try:
             step(f"chroot: debootstrap {suite} ({arch}, buildd variant; one-off, cached in "
                  f"{CHROOTS})")
-            log = os.path.join(BUILD, "logs", f"debootstrap-{suite}.log")
-            run(["debootstrap", "--variant=buildd", f"--arch={arch}", suite, tmp,
-                 sources.debian_mirror()], log=log)
-            with open(os.path.join(tmp, "etc/apt/sources.list.d/debian.sources"), "w") as fh:
-                fh.write(apt_sources(suite))
-            lst = os.path.join(tmp, "etc/apt/sources.list")
-            if os.path.exists(lst):
-                os.unlink(lst)
-            # No service starts inside the root.
-            prc = os.path.join(tmp, "usr/sbin/policy-rc.d")
-            with open(prc, "w") as fh:
-                fh.write("#!/bin/sh\n# unsteal: no daemons start in a build root\nexit 101\n")
-            os.chmod(prc, 0o755)
-            with open(os.path.join(tmp, "etc/apt/apt.conf.d/90unsteal"), "w") as fh:
-                fh.write('APT::Install-Recommends "false";\nAcquire::Retries "3";\n')
+            debootstrap(suite, tmp, "buildd", os.path.join(BUILD, "logs", f"debootstrap-{suite}.log"))
+            no_services(tmp)
             run(["chroot", tmp, "useradd", "-m", "-u", "2000", "-s", "/bin/sh", "builder"])
             step(f"chroot: apt-get install {' '.join(BASE_EXTRA)}")
             Root(None, tmp).run("apt-get update -q && apt-get install -y -q "
                                 + " ".join(BASE_EXTRA) + " && apt-get clean",
                                 log=os.path.join(BUILD, "logs", f"debootstrap-{suite}-apt.log"))
             os.chmod(tmp, 0o755)  # mkdtemp made it 0700; it is the root's '/'
-            step(f"chroot: packing {os.path.basename(path)}")
-            run(["tar", "-C", tmp, "-cf", path + ".part"] + tar_args() + ["."], quiet=True)
-            os.rename(path + ".part", path)
+            pack(tmp, path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return path
@@ -122,37 +160,25 @@ class Root:
 
     def __init__(self, tarball, path):
         self.path = path
-        if tarball is None:
-            return
-        if os.path.exists(path):
-            self._rm()
-        mkdirs(path)
-        step(f"chroot: unpacking {os.path.basename(tarball)} into {path}")
-        run(["tar", "-C", path, "-xf", tarball] + tar_args(), quiet=True)
-        os.chmod(path, 0o755)  # '/' of the root, for the unprivileged build user
-
-    def _rm(self):
-        # Refuse to delete through a mount (there never is one: mounts live in
-        # the private namespace of each command).
-        with open("/proc/self/mounts") as fh:
-            mounted = [ln.split()[1] for ln in fh if ln.split()[1].startswith(self.path + "/")]
-        if mounted:
-            raise LabError(f"{self.path} has mounts ({' '.join(mounted)}); not deleting it")
-        shutil.rmtree(self.path)
+        if tarball is not None:
+            unpack(tarball, path)
 
     def remove(self):
         if os.path.exists(self.path):
-            self._rm()
+            rmtree(self.path)
 
     def run(self, script, user=None, net=True, log=None, quiet=True, check=True, env=None,
-            nice=True):
+            nice=10, binds=()):
         """Run a shell script inside the root (as root, or as 'builder')."""
-        return run(self.argv(script, user=user, net=net, env=env, nice=nice),
+        return run(self.argv(script, user=user, net=net, env=env, nice=nice, binds=binds),
                    log=log, quiet=quiet and not log, check=check)
 
-    def argv(self, script, user=None, net=True, env=None, nice=True):
+    def argv(self, script, user=None, net=True, env=None, nice=10, binds=()):
         """The command line that runs a shell script inside the root: a
-        private mount and PID namespace (and network, with net=False)."""
+        private mount and PID namespace (and network, with net=False).
+        env adds to or overrides the root's environment; binds are
+        (host path, path in the root) mounted for the command only; nice is
+        the command's niceness (0: none)."""
         envs = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8",
                 "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME": "/home/builder" if user else "/root"}
@@ -167,13 +193,16 @@ class Root:
                  f"mount -t devpts -o newinstance,ptmxmode=0666 devpts {r}/dev/pts && "
                  f"mount -t tmpfs -o mode=1777 tmpfs {r}/dev/shm && "
                  f"cp /etc/resolv.conf {r}/etc/resolv.conf 2>/dev/null || true; ")
+        for src, dst in binds:
+            d = shlex.quote(self.path + dst)
+            setup += f"mkdir -p {d} && mount --bind {shlex.quote(src)} {d} && "
         if not net:
             setup += "ip link set lo up && "
         cmd = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork"]
         if not net:
             cmd.append("--net")
         if nice:
-            cmd = ["nice", "-n", "10"] + cmd
+            cmd = ["nice", "-n", str(nice)] + cmd
         # bash stays PID 1 of the namespace (no exec): it reaps orphaned
         # processes, which runuser would leave as zombies (libvirt's
         # commandtest waits for daemonised children to go away).

@@ -25,9 +25,9 @@ import time
 
 from .common import LabError, ROOT, mkdirs, run, step
 from . import stacks
+from .chroot import rmtree, unpack
 from .testhostroot import (IN, IN_BUILD, IN_PREFIX, LIBVIRT_FROM, LOGS, TH, base_tarball,
-                           build_in_root, package_debs, rmtree, runtime_tarball, unpack,
-                           write_file)
+                           build_in_root, package_debs, runtime_tarball, write_file)
 
 IMAGE = os.path.join(TH, "testhost.img")
 HOSTROOT = os.path.join(TH, "root")

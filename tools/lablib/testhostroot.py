@@ -2,7 +2,7 @@
 """The Debian 13 (trixie) roots of tools/lab testhost, and our builds in them.
 
 Every root starts as debootstrap minbase from the mirror of the machine's
-own apt sources and is installed with apt inside a chroot (chroot(): a
+own apt sources and is installed with apt inside a chroot (chroot.Root: a
 private mount namespace, so nothing stays mounted and no process outlives
 the command).  Each root is made once and kept as a tarball in
 ~/.cache/unsteal/testhost (delete at will):
@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import tempfile
 
-from .common import BUILD, CACHE, LabError, ROOT, mkdirs, run, step
+from .common import BUILD, CACHE, LabError, ROOT, mkdirs, step
 from . import chroot, sources, stacks
 
 SUITE = "trixie"
@@ -88,47 +88,17 @@ def _key(*lists):
     return h.hexdigest()[:12]
 
 
-def chroot(root, script, log, binds=(), net=True, check=True):
-    """Run a bash script in a root.  Mounts (proc, sys, binds) live in a private
-    mount namespace of the command and vanish with it; no process outlives it."""
-    r = shlex.quote(root)
-    setup = [f"mount -t proc proc {r}/proc", f"mount -t sysfs -o ro sys {r}/sys",
-             f"mount -t tmpfs -o mode=1777 tmp {r}/dev/shm"]
-    if net:
-        setup.append(f"cp /etc/resolv.conf {r}/etc/resolv.conf")
-    for src, dst in binds:
-        d = shlex.quote(root + dst)
-        setup.append(f"mkdir -p {d} && mount --bind {shlex.quote(src)} {d}")
-    env = ["env", "-i", "PATH=/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-           "LC_ALL=C.UTF-8", "DEBIAN_FRONTEND=noninteractive", "CCACHE_DIR=/root/.ccache"]
-    inner = shlex.join(["chroot", root] + env + ["bash", "-ec", script])
-    # Without net: a network namespace of its own with nothing in it.
-    cmd = ["nice", "-n", "19", "unshare", "--mount", "--propagation", "private", "--pid",
-           "--fork"] + ([] if net else ["--net"]) + ["bash", "-ec", " && ".join(["mkdir -p " + r + "/dev/shm"] + setup)
-           + " && exec " + inner]
-    return run(cmd, log=log, check=check)
+# Inside the roots: ccache in front of the compilers, its cache bind-mounted
+CCACHE_ENV = {"PATH": "/usr/lib/ccache:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                      "/sbin:/bin",
+              "CCACHE_DIR": "/root/.ccache"}
 
 
-def _pack(tmp, path):
-    step(f"testhost: packing {os.path.basename(path)}")
-    run(["tar", "-C", tmp, "--zstd", "-cf", path + ".part", "."], quiet=True)
-    os.rename(path + ".part", path)
-
-
-def unpack(tarball, dest):
-    if os.path.exists(dest):
-        rmtree(dest)
-    mkdirs(dest)
-    run(["tar", "-C", dest, "--zstd", "-xf", tarball], quiet=True)
-    os.chmod(dest, 0o755)
-
-
-def rmtree(path):
-    with open("/proc/self/mounts") as fh:
-        mounted = [ln.split()[1] for ln in fh if ln.split()[1].startswith(path + "/")]
-    if mounted:
-        raise LabError(f"{path} has mounts ({' '.join(mounted)}); not deleting it")
-    shutil.rmtree(path)
+def in_root(root, script, log, binds=(), net=True, check=True):
+    """Run a bash script in a root (chroot.Root: mounts in a private namespace
+    of the command, no process outlives it), at the lowest priority."""
+    return chroot.Root(None, root).run(script, log=log, net=net, check=check, env=CCACHE_ENV,
+                                       binds=binds, nice=19)
 
 
 def write_file(path, text, mode=0o644):
@@ -179,35 +149,24 @@ def _cached_root(name, parent, packages, key, debs=None):
         tmp = tempfile.mkdtemp(dir=THCACHE, prefix=f"{name}-")
         try:
             if parent is None:
-                if not shutil.which("debootstrap"):
-                    raise LabError("debootstrap is missing: apt-get install debootstrap")
                 step(f"testhost: debootstrap {SUITE} (minbase; log in _build/logs/"
                      f"testhost-debootstrap.log)")
-                run(["nice", "-n", "19", "debootstrap", "--variant=minbase", SUITE, tmp,
-                     sources.debian_mirror()], log=os.path.join(LOGS, "testhost-debootstrap.log"))
-                with open(os.path.join(tmp, "etc/apt/sources.list.d/debian.sources"), "w") as fh:
-                    fh.write(chroot.apt_sources(SUITE))
-                if os.path.exists(os.path.join(tmp, "etc/apt/sources.list")):
-                    os.unlink(os.path.join(tmp, "etc/apt/sources.list"))
-                with open(os.path.join(tmp, "etc/apt/apt.conf.d/90unsteal"), "w") as fh:
-                    fh.write('APT::Install-Recommends "false";\nAcquire::Retries "3";\n')
+                chroot.debootstrap(SUITE, tmp, "minbase",
+                                   os.path.join(LOGS, "testhost-debootstrap.log"), nice=True)
             else:
-                unpack(parent, tmp)
+                chroot.unpack(parent, tmp)
             # No service starts while packages are installed into the root.
-            prc = os.path.join(tmp, "usr/sbin/policy-rc.d")
-            with open(prc, "w") as fh:
-                fh.write("#!/bin/sh\nexit 101\n")
-            os.chmod(prc, 0o755)
+            prc = chroot.no_services(tmp)
             after = _local_repo(tmp, debs[1], debs[0]) if debs else ""
             step(f"testhost: {name} root: apt-get install {len(packages)} package(s)"
                  + (f", our libvirt {debs[0]} from {len(debs[1])} .deb(s)" if debs else "")
                  + f" (log in _build/logs/testhost-{name}-apt.log)")
-            chroot(tmp, "apt-get update -q && apt-get install -y -q " + shlex.join(packages)
-                   + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*",
-                   log=os.path.join(LOGS, f"testhost-{name}-apt.log"))
+            in_root(tmp, "apt-get update -q && apt-get install -y -q " + shlex.join(packages)
+                    + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*",
+                    log=os.path.join(LOGS, f"testhost-{name}-apt.log"))
             os.unlink(prc)
             os.chmod(tmp, 0o755)
-            _pack(tmp, path)
+            chroot.pack(tmp, path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return path
@@ -234,7 +193,7 @@ def _ensure_buildroot():
     step(f"testhost: unpacking the build root into {BUILDROOT}")
     if os.path.exists(stamp):
         os.unlink(stamp)
-    unpack(tar, BUILDROOT)
+    chroot.unpack(tar, BUILDROOT)
     with open(stamp, "w") as fh:
         fh.write(tar)
     return BUILDROOT
@@ -270,8 +229,8 @@ def build_in_root(libvirt_from="tree"):
         step("testhost: building our libvirt (without its test suite, which tools/lab test "
              "runs on the development host) inside the trixie build root (incremental; log "
              "in _build/logs/testhost-libvirt-build.log)")
-        chroot(root, script, os.path.join(LOGS, "testhost-libvirt-build.log"), binds=binds,
-               net=False)
+        in_root(root, script, os.path.join(LOGS, "testhost-libvirt-build.log"), binds=binds,
+                net=False)
     ubdir = IN_BUILD + "/unsteal-build"
     script = (f"[ -f {ubdir}/build.ninja ] || meson setup {ubdir} {IN}/repo "
               f"-Dlab_build_dir={IN_BUILD}\n"
@@ -283,8 +242,8 @@ def build_in_root(libvirt_from="tree"):
               f"gcc -O2 -Wall -Wextra -pthread -o {IN_BUILD}/bench/vcpu-spin "
               f"{IN}/repo/tools/bench/vcpu-spin.c\n")
     step("testhost: building unsteal and the benchmark spinner inside the build root")
-    chroot(root, script, os.path.join(LOGS, "testhost-unsteal-build.log"), binds=binds,
-           net=False)
+    in_root(root, script, os.path.join(LOGS, "testhost-unsteal-build.log"), binds=binds,
+            net=False)
     return root
 
 
@@ -305,7 +264,7 @@ find {' '.join(paths)} -type f \
   done > /tmp/unsteal-runtime-packages
 """
     log = os.path.join(LOGS, "testhost-runtime-packages.log")
-    chroot(root, script, log, net=False)
+    in_root(root, script, log, net=False)
     pkgs, bad = set(), []
     # dpkg -S prints "PKG[:ARCH][, PKG...]: PATH", and "diversion by ..." lines.
     for line in open(os.path.join(root, "tmp", "unsteal-runtime-packages")):
