@@ -21,12 +21,14 @@ from lablib import config  # noqa: E402
 # The environment tests/meson.build (or the test host's runner) set, read once.
 CONFIG = config.load()
 
-from lablib import common, daemon, guest, measure, stacks  # noqa: E402,F401
+from lablib import common  # noqa: E402,F401
+from lablib.lab import daemon, guest, measure  # noqa: E402,F401
+from lablib.stack import stacks  # noqa: E402,F401
 from lablib.common import LabError  # noqa: E402,F401
 
 # stdout is TAP; the lab's progress lines go to stderr.
 common.PROGRESS = sys.stderr
-from lablib.libvirt import lab_prefix  # noqa: E402
+from lablib.build.libvirt import lab_prefix  # noqa: E402
 
 # The libvirt install the lab daemon runs.
 PREFIX = lab_prefix()
@@ -177,7 +179,7 @@ def processes_named(comm):
 
 def check_bench_cleanup(t, mount):
     """The benchmark removed its cgroup tree and stopped its vcpu-spin processes."""
-    from lablib import benchsched
+    from lablib.bench import benchsched
     t.ok(not os.path.exists(os.path.join(mount, benchsched.BENCH_GROUP)),
          "the benchmark removed its cgroup tree")
     t.eq(processes_named("vcpu-spin"), [], "no vcpu-spin process is left")

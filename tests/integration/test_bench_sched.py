@@ -14,7 +14,7 @@ import os
 
 import labtest
 from labtest import LabError
-from lablib import benchsched
+from lablib.bench import benchsched
 
 
 def main(t):

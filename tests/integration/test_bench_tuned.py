@@ -16,7 +16,7 @@ import os
 
 import labtest
 from labtest import LabError
-from lablib import benchsched, benchtuned
+from lablib.bench import benchsched, benchtuned
 
 
 def main(t):

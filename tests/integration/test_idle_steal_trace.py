@@ -23,7 +23,7 @@ import subprocess
 import time
 
 import labtest
-from lablib import idlesteal, schedtrace
+from lablib.bench import idlesteal, schedtrace
 
 SECONDS = 3
 

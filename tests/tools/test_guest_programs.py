@@ -30,7 +30,8 @@ import tap  # noqa: E402
 tap.setup("unsteal-guest-programs-test-")
 ok = tap.ok
 
-from lablib import guest, kselftest, testhostimage  # noqa: E402
+from lablib.lab import guest  # noqa: E402
+from lablib.testing import kselftest, testhostimage  # noqa: E402
 
 DIRS = sys.argv[1:] or [os.path.join(tap.ROOT, "tools", d) for d in ("guest", "testhost")]
 SETUP_HINT = "not installed; tools/lab setup installs it"

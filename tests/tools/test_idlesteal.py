@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tap  # noqa: E402
 
 tap.setup("unsteal-idlesteal-")
-from lablib import idlesteal  # noqa: E402
+from lablib.bench import idlesteal  # noqa: E402
 
 ok = tap.ok
 A, B, C, OTHER = 101, 102, 103, 200

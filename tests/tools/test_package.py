@@ -24,7 +24,9 @@ WORK = tap.setup("unsteal-package-test-")
 ROOT = tap.ROOT
 ok = tap.ok
 
-from lablib import common, mesonlog, package  # noqa: E402
+from lablib import common  # noqa: E402
+from lablib.build import mesonlog  # noqa: E402
+from lablib.package import package  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 

@@ -22,7 +22,8 @@ WORK = tap.setup("unsteal-stack-test-")
 ROOT = tap.ROOT
 ok = tap.ok
 
-from lablib import common, stack  # noqa: E402
+from lablib import common  # noqa: E402
+from lablib.stack import stack  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 
@@ -202,7 +203,7 @@ def main():
     # The project's own stacks: one object each, loaded from BASE, looked up
     # by the keys tools/lab takes; a project's default stack keeps the
     # unsuffixed _build paths.
-    from lablib import stacks
+    from lablib.stack import stacks
     got = {s.key: (os.path.relpath(s.dir, ROOT), s.name, s.package, s.suffix)
            for s in stacks.known()}
     ok(got == {"libvirt": ("libvirt-patches/debian-13", "libvirt", "libvirt", ""),

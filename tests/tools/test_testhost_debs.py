@@ -21,7 +21,8 @@ WORK = tap.setup("unsteal-testhost-debs-test-")
 ROOT = tap.ROOT
 ok = tap.ok
 
-from lablib import common, testhostroot  # noqa: E402
+from lablib import common  # noqa: E402
+from lablib.testing import testhostroot  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 

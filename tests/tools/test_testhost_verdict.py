@@ -22,7 +22,8 @@ import tap  # noqa: E402
 WORK = tap.setup("unsteal-testhost-verdict-test-")
 ok = tap.ok
 
-from lablib import common, qemuboot, testhost, testhostroot  # noqa: E402
+from lablib import common  # noqa: E402
+from lablib.testing import qemuboot, testhost, testhostroot  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 os.makedirs(testhostroot.TH, exist_ok=True)

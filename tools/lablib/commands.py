@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Subcommand implementations of tools/lab."""
 
-from . import sources, stack, stacks
+from .stack import sources, stack, stacks
 
 
 def cmd_setup(args):
@@ -30,80 +30,80 @@ def cmd_check(args):
     if args.build_each:
         # How a stack is built follows from its project, not its key.
         if st.package == "libvirt":
-            from .libvirt import build_tree
+            from .build.libvirt import build_tree
         else:
-            from .kernel import build_tree
+            from .build.kernel import build_tree
         build_each = build_tree
     stack.check(st.dir, build_each=build_each)
 
 
 def cmd_build(args):
     if args.what in ("libvirt", "all"):
-        from . import libvirt
+        from .build import libvirt
         libvirt.build(stack=stacks.get(args.stack) if args.stack else None)  # None: the lab's
     if args.what in ("kernel", "all"):
-        from . import kernel
+        from .build import kernel
         kernel.build(patched=not args.stock)
     if args.what in ("src", "all"):
-        from . import ownsrc
+        from .build import ownsrc
         ownsrc.build()
 
 
 def cmd_start(args):
-    from . import daemon
+    from .lab import daemon
     daemon.start(vcpu_cgroup=args.vcpu_cgroup)
 
 
 def cmd_stop(args):
-    from . import daemon
+    from .lab import daemon
     daemon.stop()
 
 
 def cmd_status(args):
-    from . import daemon
+    from .lab import daemon
     daemon.status()
 
 
 def cmd_virsh(args):
-    from . import daemon
+    from .lab import daemon
     return daemon.virsh(args.args, check=False).returncode
 
 
 def cmd_guest(args):
-    from . import guest
+    from .lab import guest
     guest.command(args)
 
 
 def cmd_demo(args):
-    from . import demo
+    from .bench import demo
     demo.run_demo(seconds=args.seconds)
 
 
 def cmd_kselftest(args):
     if args.bench:
-        from . import kbench
+        from .testing import kbench
         return kbench.command(args)
-    from . import kselftest
+    from .testing import kselftest
     return kselftest.command(args)
 
 
 def cmd_bench(args):
-    from . import bench
+    from .bench import bench
     return bench.command(args)
 
 
 def cmd_package(args):
-    from . import package
+    from .package import package
     return package.command(args)
 
 
 def cmd_testhost(args):
-    from . import testhost
+    from .testing import testhost
     return testhost.command(args)
 
 
 def cmd_test(args):
-    from . import testrun
+    from .testing import testrun
     return testrun.run_all(quick=args.quick)
 
 

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench: the performance evidence of docs/performance.md."""
+
+import json
+import os
+import shlex
+import sys
+
+from ..common import LabError
+
+
+def command(args):
+    argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    what = ["sched", "guests", "control"] if args.what == "all" else [args.what]
+    if args.replot and ("wakers" in what or "mixed" in what
+                        or "tuned" in what):
+        raise LabError(f"bench {args.what} has no plots to redraw")
+    if args.replot:
+        for w in what:
+            replot(w, args.out)
+        return 0
+    for w in what:
+        if w == "sched":
+            from . import benchsched
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds),
+                                    ("top_shares", args.top_shares)) if v is not None}
+            benchsched.run_bench(mixes=args.mix, outdir=args.out, command=argv, **kw)
+        elif w == "guests":
+            from . import benchguests
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
+                  if v is not None}
+            benchguests.run_bench(mixes=args.mix, outdir=args.out, command=argv, **kw)
+        elif w == "wakers":
+            from . import benchguests
+            if args.mix and len(args.mix) > 1:
+                raise LabError("bench wakers traces one mix at a time")
+            kw = {k: v for k, v in (("mix", (args.mix or [None])[0]),
+                                    ("seconds", args.seconds)) if v is not None}
+            benchguests.run_wakers(outdir=args.out, command=argv, **kw)
+        elif w == "mixed":
+            from . import benchmixed
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
+                  if v is not None}
+            benchmixed.run_bench(outdir=args.out, command=argv, **kw)
+        elif w == "tuned":
+            from . import benchtuned
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
+                  if v is not None}
+            benchtuned.run_bench(outdir=args.out, command=argv, **kw)
+        elif w == "control":
+            from . import benchcontrol
+            kw = {"reps": args.reps} if args.reps is not None else {}
+            benchcontrol.run_bench(outdir=args.out, command=argv, **kw)
+        else:
+            raise LabError(f"unknown benchmark {w}")
+    return 0
+
+
+def replot(what, outdir):
+    from ..common import BUILD
+    from . import benchcontrol, benchguests, benchsched
+    mod = {"sched": benchsched, "guests": benchguests, "control": benchcontrol}[what]
+    outdir = outdir or os.path.join(BUILD, "bench", what)
+    path = os.path.join(outdir, f"{what}.json")
+    try:
+        with open(path) as fh:
+            results = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise LabError(f"--replot: cannot read {path}: {e}")
+    md = mod.markdown(results)
+    mod.plot(results, outdir)
+    with open(os.path.join(outdir, f"{what}.md"), "w") as fh:
+        fh.write(md + "\n")
+    print(md)

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""What the benchmarks share: option checks, the lab they need, medians,
+and writing their results.  The benchmark modules import this one; it
+imports none of them."""
+
+import json
+import os
+import statistics
+
+from ..common import LabError, mkdirs
+
+
+def check_args(mixes, known, reps, seconds):
+    """The mixes to run (all by default), after checking the options."""
+    mixes = mixes or list(known)
+    for m in mixes:
+        if m not in known:
+            raise LabError(f"unknown mix {m!r}; known: {', '.join(known)}")
+    if reps < 1 or seconds < 1:
+        raise LabError("--reps and --seconds must be at least 1")
+    return mixes
+
+
+def prepare_lab(what, stock=False):
+    """Set up and build what the lab benchmarks need: the patched libvirt
+    (and stock libvirt with stock=True), the guest kernel and initramfs."""
+    from ..lab import guest
+    from ..build import kernel, libvirt
+    from ..stack import sources
+    sources.setup()
+    libvirt.build()
+    if stock:
+        libvirt.build_stock()
+    kernel.image(patched=True)
+    guest.build_initramfs()
+    if not libvirt.has_vcpu_cgroup():
+        raise LabError(f"bench {what} needs the patched libvirt (vcpu_cgroup in qemu.conf)")
+
+
+def median(xs):
+    """The median of the values that are not None; None if there are none."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def publish(name, results, outdir, markdown, plot=None):
+    """Write NAME.json, NAME.md and the plots (if any) into outdir; print the table."""
+    results["machine"]["load_after"] = open("/proc/loadavg").read().split()[:3]
+    mkdirs(outdir)
+    with open(os.path.join(outdir, f"{name}.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    md = markdown(results)
+    with open(os.path.join(outdir, f"{name}.md"), "w") as fh:
+        fh.write(md + "\n")
+    if plot:
+        plot(results, outdir)
+    print(md)
+    print(f"\nresults in {outdir}: {name}.json, {name}.md" + (" and the plots" if plot else ""))
+    return results

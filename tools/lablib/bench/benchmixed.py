@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench mixed: what a CPU setting means on a mixed host.
+
+Four 1-vCPU and one 2-vCPU guest ("noisy") whose vCPUs spin, all busy on the
+host's CPUs.  For each action an operator takes on noisy (cap it with a
+quota that does not bind and one that does, halve or raise its
+cpu_shares), noisy's CPU time is measured before and after, in each mode of
+vcpu_cgroup, in one run: per-domain is stock libvirt, the reference for
+what the setting means; per-host must give the same.
+
+CPU time is the run time of noisy's vCPU threads from schedstat, in host
+CPUs (a fraction of the guests' vCPU time times the host's CPUs), the
+median of WINDOWS windows; every repetition applies the action and the
+defaults again.  On cgroup v1 actions are applied live (schedinfo --live);
+on v2, where placement is chosen at start, noisy is started again with the
+values in its definition.
+"""
+
+import os
+import statistics
+import time
+
+from ..common import BUILD, LabError, require_root, step
+from . import benchsched
+from ..lab import daemon, guest, measure
+from .benchkit import prepare_lab, publish
+from ..config import VCPU_CGROUP_MODES as MODES
+
+SMALL = ["bm-small1", "bm-small2", "bm-small3", "bm-small4"]
+NOISY = "bm-noisy"
+WINDOWS = 3
+SETTLE = 3
+
+
+def _is_v2():
+    return os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+
+
+def actions(default):
+    """(label, schedinfo settings, <cputune>) for each action; the last resets."""
+    half, four = default // 2, 4 * default
+    return [
+        ("vcpu_quota=50000 (cap, does not bind)", ["vcpu_quota=50000"], {"quota": "50000"}),
+        ("vcpu_quota=20000 (cap, binds)", ["vcpu_quota=20000"], {"quota": "20000"}),
+        (f"cpu_shares={half} (half the default)", [f"cpu_shares={half}"],
+         {"shares": str(half)}),
+        (f"cpu_shares={2 * default}", [f"cpu_shares={2 * default}"],
+         {"shares": str(2 * default)}),
+        (f"cpu_shares={four}", [f"cpu_shares={four}"], {"shares": str(four)}),
+    ]
+
+
+def _threads(names):
+    out = {}
+    for n in names:
+        pid = guest.qemu_pid(n)
+        for i, tid in guest.vcpu_tids(n).items():
+            out[(n, i)] = (pid, tid)
+    return out
+
+
+def _noisy_cpus(names, noisy, seconds):
+    """Median over the windows of noisy's CPU time in host CPUs."""
+    th = _threads(names)
+    ncpu = os.cpu_count()
+    time.sleep(SETTLE)
+    got = []
+    for _ in range(WINDOWS):
+        s = measure.sample(th, seconds)
+        total = sum(v[0] for v in s.values())
+        got.append(sum(v[0] for k, v in s.items() if k[0] == noisy) / total * ncpu)
+    return statistics.median(got)
+
+
+def _apply(noisy, settings, cputune, v2):
+    if not v2:
+        p = daemon.virsh(["schedinfo", noisy, "--live"] +
+                         [a for s in settings for a in ("--set", s)], check=False, capture=True)
+        if p.returncode != 0:
+            raise LabError(f"schedinfo {settings}: {p.stderr.strip()}")
+        return noisy
+    daemon.virsh(["destroy", noisy], capture=True)
+    return guest.create(NOISY, vcpus=2, workload="spin", cputune=cputune)
+
+
+def _reset(noisy, default, v2):
+    return _apply(noisy, [f"cpu_shares={default}", "vcpu_quota=-1"], None, v2)
+
+
+def run_mode(mode, reps, seconds, v2):
+    default = 100 if v2 else 1024
+    daemon.stop()
+    daemon.start(vcpu_cgroup=mode, quiet=True)
+    small = [guest.create(n, vcpus=1, workload="spin") for n in SMALL]
+    noisy = guest.create(NOISY, vcpus=2, workload="spin")
+    rows = []
+    try:
+        for label, settings, cputune in actions(default):
+            before, after = [], []
+            for r in range(reps):
+                step(f"bench mixed: {mode}: {label}, repetition {r + 1}/{reps}")
+                before.append(_noisy_cpus(small + [noisy], noisy, seconds))
+                noisy = _apply(noisy, settings, cputune, v2)
+                after.append(_noisy_cpus(small + [noisy], noisy, seconds))
+                noisy = _reset(noisy, default, v2)
+            rows.append({"action": label, "before": before, "after": after})
+    finally:
+        daemon.stop()
+    return rows
+
+
+def run_bench(reps=3, seconds=4, outdir=None, command=None):
+    require_root("bench mixed")
+    if reps < 1 or seconds < 1:
+        raise LabError("--reps and --seconds must be at least 1")
+    prepare_lab("mixed")
+    v2 = _is_v2()
+    outdir = outdir or os.path.join(BUILD, "bench", "mixed")
+    per = 2 * WINDOWS * seconds + 2 * SETTLE + 2
+    step(f"bench mixed: 2 modes x {len(actions(1))} actions x {reps} repetitions x about "
+         f"{per} s = about {2 * len(actions(1)) * reps * per // 60} min")
+    results = {"command": command, "machine": benchsched.machine_info(), "seconds": seconds,
+               "windows": WINDOWS, "reps": reps, "cgroup": "v2" if v2 else "v1",
+               "cpus": os.cpu_count(), "modes": {}}
+    for mode in MODES:
+        results["modes"][mode] = run_mode(mode, reps, seconds, v2)
+    return publish("mixed", results, outdir, markdown)
+
+
+def _fmt(xs):
+    m = statistics.median(xs)
+    return f"{m:.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+
+def expected(action, before, default, cpus):
+    """What the rule says noisy gets after an action, in host CPUs: a cap
+    changes nothing unless it binds, cpu_shares=S gives S / (4 D + S)."""
+    name, value = action.split(" ")[0].split("=")
+    if name == "vcpu_quota":
+        return min(before, 2 * int(value) / 100000)
+    return int(value) / (4 * default + int(value)) * cpus
+
+
+def markdown(results):
+    cpus = results["cpus"]
+    default = 100 if results["cgroup"] == "v2" else 1024
+    lines = [f"Four 1-vCPU and one 2-vCPU spinning guest (noisy) on {cpus} host CPUs, "
+             f"cgroup {results['cgroup']}; noisy's CPU time in host CPUs, median of "
+             f"{results['windows']} windows of {results['seconds']} s per measurement, then "
+             f"the median and range of {results['reps']} repetitions.  Per-domain is stock "
+             f"libvirt: noisy weighs as much as each 1-vCPU guest.  Per-host weighs every "
+             f"guest per vCPU and a setting as with stock libvirt: a cap changes nothing "
+             f"unless it binds, cpu_shares=S gives S / (4 x {default} + S).",
+             "",
+             "| action on noisy | per-domain (stock): before → after | per-host: before → after "
+             "| per-host: the rule says | after / rule |",
+             "| --- | --- | --- | --- | --- |"]
+    stock = {r["action"]: r for r in results["modes"]["per-domain"]}
+    for r in results["modes"]["per-host"]:
+        s = stock[r["action"]]
+        want = expected(r["action"], statistics.median(r["before"]), default, cpus)
+        got = statistics.median(r["after"])
+        lines.append(f"| `{r['action']}` | {_fmt(s['before'])} → {_fmt(s['after'])} | "
+                     f"{_fmt(r['before'])} → {_fmt(r['after'])} | {want:.2f} | "
+                     f"{got / want:.2f} |")
+    lines += ["", f"Reproduce: `{results['command']}`"]
+    return "\n".join(lines)

@@ -1,0 +1,454 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab package: rebuild Debian's own libvirt packages with a patch stack.
+
+Works on any libvirt stack directory (a BASE pinning a Debian source package
+with its orig and debian tarballs, and a series): libvirt-patches/debian-13/
+for Debian 13, libvirt-patches/debian-12/ for the Debian 12 port, or a later
+one.  Steps:
+
+  prepare   unpack the pinned orig + debian tarballs, copy the series into
+            debian/patches/unsteal/, append it to debian/patches/series, add
+            a changelog entry VERSION+unsteal1, and build the source package
+            with dpkg-source -b (which applies every patch with fuzz 0)
+  build     in a fresh debootstrap root of the BASE's suite: dpkg-source -x,
+            apt-get build-dep, dpkg-buildpackage -b -uc -us as an unprivileged
+            user without network, Debian's test suite included; lintian
+  install   in another fresh root of the suite: apt installs the built
+            packages from a local repository; virtqemud/libvirtd --version and
+            virsh against the test driver and a running virtqemud
+
+Outputs land in _build/packages/PACKAGE_VERSION/, the logs in _build/logs/.
+docs/packaging.md is the maintainer's guide.
+"""
+
+import email
+import glob
+import hashlib
+import os
+import re
+import shutil
+import textwrap
+import time
+
+from ..common import BUILD, LabError, mkdirs, read_kv, run, step, watch
+from . import chroot
+from ..build import mesonlog
+from ..stack import sources, stack, stacks
+
+SUFFIX_NAME = "unsteal"
+MAINTAINER = "Unsteal Developers <dev@unsteal.invalid>"
+# Tests of libvirt's suite that cover the series: the package build fails
+# unless each ran and passed (the unit test of the vcpu_cgroup options and
+# placement rule; the augeas lens test of qemu.conf, which the series extends).
+OUR_TESTS = ["qemuvcpucgrouptest", "check-augeas-libvirtd_qemu"]
+# What apt installs in the installation check (it pulls the rest).
+INSTALL = ["libvirt-daemon-system", "libvirt-clients", "libvirt-daemon-driver-qemu"]
+
+
+def resolve_stack(arg, package):
+    """The directory of a stack given as a key or as a directory holding BASE
+    and series; None: the project's default stack (package: libvirt, linux)."""
+    if arg is None:
+        return stacks.default(package).dir
+    if arg in stacks.keys():
+        return stacks.get(arg).dir
+    path = os.path.abspath(arg)
+    if not os.path.isfile(os.path.join(path, "BASE")):
+        raise LabError(f"{arg}: not a stack (known: {', '.join(sorted(stacks.keys()))}, or a "
+                       f"directory with a BASE file)")
+    return path
+
+
+def local_version(base):
+    """The package version of our build: Debian's version + '+unsteal' + revision."""
+    rev = base.get("package_revision", "1")
+    if not re.fullmatch(r"[0-9]+", rev):
+        raise LabError(f"BASE: package_revision={rev!r} must be a number")
+    return f"{base['version']}+{SUFFIX_NAME}{rev}"
+
+
+def _stack_date(stack_dir):
+    """RFC 2822 date of the last commit touching the stack (reproducible changelog)."""
+    p = run(["git", "log", "-1", "--format=%ct", "--", "."], cwd=stack_dir, check=False,
+            capture=True)
+    ts = int(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip() else int(time.time())
+    return time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime(ts)), ts
+
+
+def _rel(path):
+    from ..common import ROOT
+    return os.path.relpath(path, ROOT)
+
+
+def _subject(path):
+    """A patch's subject, unfolded, without the [PATCH] tag."""
+    with open(path, errors="replace") as fh:
+        head = fh.read().split("\n\n", 1)[0]
+    subj = email.message_from_string(head).get("Subject", os.path.basename(path))
+    subj = re.sub(r"\s+", " ", str(subj)).strip()
+    return re.sub(r"^\[PATCH[^]]*\]\s*", "", subj)
+
+
+def workdir(base):
+    return os.path.join(BUILD, "package", f"{base['package']}-{base['version']}")
+
+
+def outdir(base):
+    return os.path.join(BUILD, "packages", f"{base['package']}_{local_version(base)}")
+
+
+# systemd units a libvirt series adds to the QEMU driver (src/qemu/*.slice):
+# the driver's package installs them, or dh_missing fails the build on an
+# installed file that no package lists.
+UNIT_RE = re.compile(r"^\+\+\+ b/src/qemu/([\w.@-]+\.(?:slice|service|socket))$", re.M)
+UNIT_PACKAGE = "libvirt-daemon-driver-qemu"
+
+
+def _install_units(tree, base, patch_paths):
+    """List the units the series adds in the QEMU driver's .install file."""
+    if base["package"] != "libvirt":
+        return []
+    units = []
+    for path in patch_paths:
+        with open(path) as fh:
+            units += [u for u in UNIT_RE.findall(fh.read()) if u not in units]
+    if not units:
+        return []
+    deb = os.path.join(tree, "debian")
+    # Debian 13 generates the .install files from .install.in templates and
+    # installs units below /usr/lib; Debian 12 lists them below /lib.
+    target = next((os.path.join(deb, f"{UNIT_PACKAGE}.install{ext}") for ext in (".in", "")
+                   if os.path.exists(os.path.join(deb, f"{UNIT_PACKAGE}.install{ext}"))), None)
+    if target is None:
+        raise LabError(f"{base['package']} {base['version']}: no debian/{UNIT_PACKAGE}.install "
+                       f"to list the series' units in: {' '.join(units)}")
+    usr_lib = target.endswith(".in")
+    with open(target, "a") as fh:
+        for u in units:
+            fh.write(f"usr/lib/systemd/system/{u}\n" if usr_lib else
+                     f"usr/lib/systemd/system/{u} lib/systemd/system/\n")
+    return units
+
+
+def prepare(stack_dir, sub="src"):
+    """Assemble Debian's source package with the series; returns (base, info dict).
+
+    sub: the directory under _build/package/PACKAGE-VERSION/ to assemble in
+    ('check' for the test stage, so that it never touches a running build).
+    """
+    base, paths = sources.fetch_base(stack_dir, which=("orig", "debian"))
+    patches = stack.read_series(stack_dir)
+    version = local_version(base)
+    wd = os.path.join(workdir(base), sub)
+    shutil.rmtree(wd, ignore_errors=True)
+    tree = os.path.join(wd, base["topdir"])
+    mkdirs(tree)
+    step(f"package: assembling {base['package']} {base['version']} + {len(patches)} patch(es) "
+         f"from {_rel(stack_dir)}")
+    run(["tar", "-xf", paths["orig"], "-C", tree, "--strip-components=1"], quiet=True)
+    run(["tar", "-xf", paths["debian"], "-C", tree], quiet=True)
+    pdir = os.path.join(tree, "debian", "patches")
+    fmt = open(os.path.join(tree, "debian", "source", "format")).read().strip()
+    if fmt != "3.0 (quilt)":
+        raise LabError(f"{base['package']} {base['version']} uses source format {fmt!r}; "
+                       f"only '3.0 (quilt)' is supported")
+    if os.path.exists(os.path.join(pdir, SUFFIX_NAME)):
+        raise LabError(f"Debian's packaging already has debian/patches/{SUFFIX_NAME}/")
+    mkdirs(os.path.join(pdir, SUFFIX_NAME))
+    for name in patches:
+        shutil.copy(os.path.join(stack_dir, name), os.path.join(pdir, SUFFIX_NAME, name))
+    series = os.path.join(pdir, "series")
+    old = open(series).read() if os.path.exists(series) else ""
+    with open(series, "w") as fh:
+        fh.write(old if not old or old.endswith("\n") else old + "\n")
+        fh.write(f"# unsteal: {_rel(stack_dir)}/series\n")
+        fh.write("".join(f"{SUFFIX_NAME}/{n}\n" for n in patches))
+    _install_units(tree, base, [os.path.join(stack_dir, n) for n in patches])
+    date, ts = _stack_date(stack_dir)
+    subjects = [_subject(os.path.join(stack_dir, n)) for n in patches]
+    head = (f"Rebuild with the unsteal patch series ({len(patches)} "
+            f"patch{'es' if len(patches) != 1 else ''} from {_rel(stack_dir)}/, in "
+            f"debian/patches/{SUFFIX_NAME}/):")
+    entry = [f"{base['package']} ({version}) {base['suite']}; urgency=medium", ""]
+    entry += textwrap.wrap(head, 78, initial_indent="  * ", subsequent_indent="    ",
+                           break_on_hyphens=False)
+    for s in subjects:
+        entry += textwrap.wrap(s, 78, initial_indent="    - ", subsequent_indent="      ",
+                               break_on_hyphens=False)
+    entry += ["", f" -- {MAINTAINER}  {date}", "", ""]
+    chl = os.path.join(tree, "debian", "changelog")
+    text = open(chl).read()
+    with open(chl, "w") as fh:
+        fh.write("\n".join(entry) + text)
+    got = run(["dpkg-parsechangelog", "-S", "Version"], cwd=tree, capture=True).stdout.strip()
+    if got != version:
+        raise LabError(f"debian/changelog: version {got!r}, expected {version!r}")
+    if run(["dpkg", "--compare-versions", version, "gt", base["version"]], check=False,
+           capture=True).returncode != 0:
+        raise LabError(f"{version} does not sort after {base['version']}")
+    os.symlink(paths["orig"], os.path.join(wd, os.path.basename(paths["orig"])))
+    # dpkg-source applies Debian's patches and ours with fuzz 0 and names the
+    # first one that does not apply; -b then writes the source package.
+    log = os.path.join(BUILD, "logs", f"package-{base['package']}-{base['version']}-{sub}.log")
+    env = {"SOURCE_DATE_EPOCH": str(ts), "DEB_BUILD_OPTIONS": "", "LC_ALL": "C.UTF-8"}
+    try:
+        run(["dpkg-source", "--before-build", base["topdir"]], cwd=wd, log=log, env=env)
+    except LabError as e:
+        m = re.findall(r"applying (\S+)", open(log).read())
+        bad = f" (the last patch tried was {m[-1]})" if m else ""
+        raise LabError(f"the series does not apply on Debian's patched tree{bad}:\n{e}")
+    run(["dpkg-source", "-b", base["topdir"]], cwd=wd, log=log + ".b", env=env)
+    dsc = os.path.join(wd, f"{base['package']}_{version.split(':')[-1]}.dsc")
+    if not os.path.exists(dsc):
+        raise LabError(f"dpkg-source did not write {dsc}")
+    applied = [ln.strip() for ln in open(os.path.join(tree, ".pc", "applied-patches"))]
+    ours = [a for a in applied if a.startswith(SUFFIX_NAME + "/")]
+    if len(ours) != len(patches):
+        raise LabError(f"only {len(ours)} of {len(patches)} patches of the series applied")
+    step(f"package: source package {os.path.basename(dsc)}: {len(applied) - len(ours)} Debian "
+         f"patch(es) + {len(ours)} of ours apply with fuzz 0")
+    return base, {"version": version, "dsc": dsc, "srcdir": wd, "tree": tree,
+                  "debian_patches": len(applied) - len(ours), "ours": len(ours), "ts": ts}
+
+
+def check_prepare(stack_dir):
+    """The test-suite stage: prepare() in a scratch directory, removed afterwards."""
+    base, info = prepare(stack_dir, sub="check")
+    shutil.rmtree(info["srcdir"], ignore_errors=True)
+    return info
+
+
+def _deps_tarball(base, tree):
+    """Cache key of a root with the Build-Depends installed: suite + debian/control."""
+    with open(os.path.join(tree, "debian", "control"), "rb") as fh:
+        h = hashlib.sha256(fh.read()).hexdigest()[:12]
+    return os.path.join(chroot.CHROOTS, f"{base['suite']}-{chroot.host_arch()}-"
+                        f"{base['package']}-deps-{h}.tar.zst")
+
+
+def build_root(stack_dir, base, info):
+    """A fresh root of the suite with the source unpacked and the Build-Depends installed.
+
+    The root with the Build-Depends is cached (keyed by debian/control), so
+    only the first build of a base downloads them.  Returns (root, /build path).
+    """
+    tar_base = chroot.base_tarball(base["suite"])
+    tar_deps = _deps_tarball(base, info["tree"])
+    rootdir = os.path.join(workdir(base), "root")
+    root = chroot.Root(tar_deps if os.path.exists(tar_deps) else tar_base, rootdir)
+    logs = os.path.join(BUILD, "logs")
+    tag = f"{base['package']}-{info['version']}"
+    try:
+        bdir = os.path.join(rootdir, "build")
+        mkdirs(bdir)
+        for f in glob.glob(os.path.join(info["srcdir"], "*")):
+            if os.path.isfile(f):
+                shutil.copy(os.path.realpath(f), os.path.join(bdir, os.path.basename(f)))
+        run(["chown", "-R", "2000:2000", bdir])
+        dsc = os.path.basename(info["dsc"])
+        root.run(f"cd /build && dpkg-source -x {dsc} src", user="builder",
+                 log=os.path.join(logs, f"package-{tag}-unpack.log"))
+        if not os.path.exists(tar_deps):
+            step(f"package: installing {base['package']}'s Build-Depends in the {base['suite']} "
+                 f"root (apt-get build-dep)")
+            root.run("apt-get update -q && cd /build && apt-get build-dep -y -q ./src",
+                     log=os.path.join(logs, f"package-{tag}-deps.log"))
+            step(f"package: caching the root with Build-Depends as {os.path.basename(tar_deps)}")
+            run(["tar", "-C", rootdir, "--exclude=./build", "-cf", tar_deps + ".part"]
+                + chroot.tar_args() + ["."], quiet=True)
+            os.rename(tar_deps + ".part", tar_deps)
+        else:
+            step(f"package: Build-Depends from the cached root {os.path.basename(tar_deps)}")
+            # The cached root must still satisfy them (the check fails otherwise).
+            root.run("cd /build/src && dpkg-checkbuilddeps",
+                     log=os.path.join(logs, f"package-{tag}-deps.log"))
+    except BaseException:
+        root.remove()
+        raise
+    return root, bdir
+
+
+def build(stack_dir, jobs=None, keep_root=False):
+    base, info = prepare(stack_dir)
+    version = info["version"]
+    jobs = jobs or os.cpu_count() or 2
+    root, bdir = build_root(stack_dir, base, info)
+    logs = os.path.join(BUILD, "logs")
+    tag = f"{base['package']}-{version}"
+    try:
+        log = os.path.join(logs, f"package-{tag}-build.log")
+        step(f"package: dpkg-buildpackage -b -uc -us (parallel={jobs}, test suite on, no "
+             f"network); log: {_rel(log)}")
+        script = (f"cd /build/src && export DEB_BUILD_OPTIONS='parallel={jobs}' "
+                  f"SOURCE_DATE_EPOCH={info['ts']} && "
+                  f"dpkg-buildpackage -b -uc -us -rfakeroot")
+        rc, secs = watch(root.argv(script, user="builder", net=False), log,
+                          "package: building")
+        text = open(log, errors="replace").read()
+        counts = mesonlog.summary(text)
+        if rc != 0:
+            raise LabError(f"dpkg-buildpackage failed ({rc}) after {secs / 60:.0f} min; "
+                           f"test summary {counts or 'none'}; see {log}\n"
+                           + "\n".join(text.splitlines()[-30:]))
+        step(f"package: built in {secs / 60:.1f} min; meson test: "
+             + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        # lintian, as Debian's own upload checks run it.
+        lint_log = os.path.join(logs, f"package-{tag}-lintian.log")
+        root.run("cd /build && lintian --info --display-level '>=info' --fail-on none "
+                 "*.changes", user="builder", log=lint_log, check=False)
+        lint = open(lint_log, errors="replace").read()
+        tags = {k: len(re.findall(rf"^{k}: ", lint, re.M)) for k in ("E", "W", "I")}
+        step(f"package: lintian: {tags['E']} error(s), {tags['W']} warning(s), {tags['I']} "
+             f"info; {_rel(lint_log)}")
+        out = outdir(base)
+        shutil.rmtree(out, ignore_errors=True)
+        mkdirs(out)
+        for pat in ("*.deb", "*.ddeb", "*.buildinfo", "*.changes"):
+            for f in glob.glob(os.path.join(bdir, pat)):
+                shutil.copy(f, out)
+        for f in glob.glob(os.path.join(info["srcdir"], "*")):
+            if os.path.isfile(f):
+                shutil.copy(os.path.realpath(f), out)
+        shutil.copy(lint_log, os.path.join(out, "lintian.txt"))
+        ours_ok = []
+        for t in OUR_TESTS:
+            # " 132/161 libvirt:bin / NAME   OK" (11.x) or " 130/174 NAME   OK" (9.x)
+            hit = [ln for ln in re.findall(rf"^[ \t]*\d+/\d+[ \t]+(?:\S+ / )?{re.escape(t)}"
+                                           rf"[ \t].*$", text, re.M)
+                   if re.search(r"\sOK\s", ln)]
+            if not hit:
+                raise LabError(f"the build passed but {t} did not run OK in it; see {log}")
+            ours_ok.append(hit[-1])
+            step(f"package: our test ran: {' '.join(hit[-1].split())[:110]}")
+        debs = sorted(glob.glob(os.path.join(out, "*.deb")))
+        with open(os.path.join(out, "SUMMARY"), "w") as fh:
+            fh.write(f"package={base['package']}\nversion={version}\nbase={base['version']}\n"
+                     f"suite={base['suite']}\nstack={_rel(stack_dir)}\n"
+                     f"patches={info['ours']}\ndebian_patches={info['debian_patches']}\n"
+                     f"build_minutes={secs / 60:.1f}\nparallel={jobs}\n"
+                     + "".join(f"meson_{k.lower().replace(' ', '_')}={v}\n"
+                               for k, v in counts.items())
+                     + "".join(f"test={' '.join(ln.split())}\n" for ln in ours_ok)
+                     + f"lintian_errors={tags['E']}\nlintian_warnings={tags['W']}\n"
+                     f"lintian_info={tags['I']}\ndebs={len(debs)}\n")
+        step(f"package: {len(debs)} .deb in {_rel(out)}")
+        return base, out
+    finally:
+        if not keep_root:
+            root.remove()
+
+
+def install_check(stack_dir):
+    """Install the built packages into a fresh root of the suite with apt and run them."""
+    base = read_kv(os.path.join(stack_dir, "BASE"))
+    version = local_version(base)
+    out = outdir(base)
+    debs = glob.glob(os.path.join(out, "*.deb"))
+    if not debs:
+        raise LabError(f"no packages in {_rel(out)}; run tools/lab package libvirt "
+                       f"--stack {_rel(stack_dir)} first")
+    rootdir = os.path.join(workdir(base), "install-root")
+    root = chroot.Root(chroot.base_tarball(base["suite"]), rootdir)
+    tag = f"{base['package']}-{version}"
+    log = os.path.join(BUILD, "logs", f"package-{tag}-install.log")
+    try:
+        repo = os.path.join(rootdir, "srv", "unsteal-debs")
+        mkdirs(repo)
+        for f in debs:
+            shutil.copy(f, repo)
+        pk = run(["dpkg-scanpackages", "-m", "."], cwd=repo, capture=True).stdout
+        with open(os.path.join(repo, "Packages"), "w") as fh:
+            fh.write(pk)
+        with open(os.path.join(rootdir, "etc/apt/sources.list.d/unsteal-local.sources"),
+                  "w") as fh:
+            fh.write("Types: deb\nURIs: file:/srv/unsteal-debs\nSuites: ./\n"
+                     "Trusted: yes\n")
+        step(f"install check: apt-get install {' '.join(INSTALL)} in a fresh {base['suite']} "
+             f"root; log: {_rel(log)}")
+        pkgs = " ".join(INSTALL)
+        install = f"""
+apt-get update -q
+echo '== apt-cache policy libvirt0'; apt-cache policy libvirt0
+apt-get install -y -q {pkgs}
+echo '== installed versions'
+dpkg-query -W -f '${{Package}} ${{Version}}\\n' 'libvirt*'
+for p in {pkgs} libvirt0; do
+  v=$(dpkg-query -W -f '${{Version}}' $p)
+  [ "$v" = "{version}" ] || {{ echo "FAIL: $p is $v, not {version}"; exit 1; }}
+done
+"""
+        # The daemon runs in the root's own network namespace (net=False):
+        # its network driver must never touch the host's interfaces.
+        checks = """
+# Debian ships the monolithic libvirtd; modular daemons where a release has them.
+if command -v virtqemud >/dev/null; then D=virtqemud; else D=libvirtd; fi
+echo "== daemon: $D"
+for b in virtqemud libvirtd; do
+  command -v $b >/dev/null && { echo "== $b --version"; $b --version; }
+done
+echo '== virsh --version'; virsh --version
+echo '== virsh -c test:///default list --all'; virsh -c test:///default list --all
+echo '== qemu.conf documents the series option'
+grep -n '^#vcpu_cgroup' /etc/libvirt/qemu.conf
+rm -f /etc/libvirt/qemu/networks/autostart/*.xml
+mkdir -p /run/libvirt
+echo "== $D parses the series option: a bad value stops it"
+cp /etc/libvirt/qemu.conf /etc/libvirt/qemu.conf.dist
+echo 'vcpu_cgroup = "bogus"' >> /etc/libvirt/qemu.conf
+rc=0; timeout 120 $D > /tmp/bad-conf.log 2>&1 || rc=$?
+cat /tmp/bad-conf.log
+# (the daemon stops itself when a driver fails to initialise; 124: still running)
+[ $rc -ne 124 ] || { echo "FAIL: $D kept running with vcpu_cgroup=bogus"; exit 1; }
+grep -q "unknown vcpu_cgroup value 'bogus'" /tmp/bad-conf.log || \
+  { echo "FAIL: no vcpu_cgroup error from $D"; exit 1; }
+cp /etc/libvirt/qemu.conf.dist /etc/libvirt/qemu.conf
+echo 'vcpu_cgroup = "per-host"' >> /etc/libvirt/qemu.conf
+echo "== $D running in the root with vcpu_cgroup = per-host"
+$D --daemon
+if [ $D = virtqemud ]; then S=virtqemud-sock; else S=libvirt-sock; fi
+for i in $(seq 150); do [ -S /run/libvirt/$S ] && break; sleep 0.2; done
+virsh -c qemu:///system uri
+virsh -c qemu:///system list --all
+echo '== virt-admin server list'
+virt-admin -c $D:///system server-list
+echo 'install check: OK'
+"""
+        root.run(install, log=log)
+        try:
+            root.run(checks, log=log + ".checks", net=False)
+        finally:
+            with open(log, "a") as fh:
+                fh.write(open(log + ".checks", errors="replace").read())
+            os.unlink(log + ".checks")
+        text = open(log, errors="replace").read()
+        vers = re.search(r"^== (?:virtqemud|libvirtd) --version\n(.*)$", text, re.M)
+        step(f"install check: {len(INSTALL)} packages at {version} installed with apt; "
+             f"{vers.group(1).strip() if vers else ''}; it refuses vcpu_cgroup=bogus, runs with "
+             f"per-host; virsh answered against test:///default and the running daemon")
+    finally:
+        root.remove()
+
+
+def command(args):
+    if os.geteuid() != 0:
+        raise LabError("tools/lab package needs root (apt, debootstrap, chroot)")
+    # One command from a clean clone: deb-src entries and the tools it needs
+    # (debootstrap, quilt, dpkg-dev, ...) come from setup, idempotent.
+    sources.setup()
+    if args.what == "libvirt":
+        stack_dir = resolve_stack(args.stack, "libvirt")
+        base = read_kv(os.path.join(stack_dir, "BASE"))
+        if base.get("package") != "libvirt":
+            raise LabError(f"{stack_dir}/BASE is for {base.get('package')}, not libvirt")
+        if args.prepare_only:
+            _, info = prepare(stack_dir)
+            print(info["dsc"])
+            return 0
+        if not args.install_check_only:
+            build(stack_dir, jobs=args.jobs, keep_root=args.keep_root)
+        if not args.no_install_check:
+            install_check(stack_dir)
+        return 0
+    from . import kpackage
+    stack_dir = resolve_stack(args.stack, "linux")
+    return kpackage.command(stack_dir, args)

@@ -1,0 +1,399 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Patch stacks: a pinned base plus a quilt-like series of git format-patch files.
+
+A stack directory (libvirt-patches/debian-13/, kernel-patches/, or any
+directory with a BASE and a series file; tools/lablib/stacks.py lists them) is turned into a git work tree under _build/src/NAME:
+the base tarball is committed once as the tag 'base', then every patch of the
+series is applied with 'git am'.  Maintainers edit commits there and export
+them back with 'tools/lab export', which rewrites the numbered patch files and
+the series file with stable output (no version trailer, no commit ids).
+"""
+
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+
+from ..common import BUILD, CACHE, LabError, mkdirs, run, step
+from . import sources, stacks
+
+GIT_ID = {
+    "GIT_AUTHOR_NAME": "unsteal lab", "GIT_AUTHOR_EMAIL": "lab@unsteal.invalid",
+    "GIT_COMMITTER_NAME": "unsteal lab", "GIT_COMMITTER_EMAIL": "lab@unsteal.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+def git(args, cwd, **kw):
+    return run(["git", "-c", "core.autocrlf=false", "-c", "advice.detachedHead=false"] + args,
+               cwd=cwd, **kw)
+
+
+def read_series(stack_dir):
+    path = os.path.join(stack_dir, "series")
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if not os.path.exists(os.path.join(stack_dir, line)):
+                raise LabError(f"{path}:{n}: patch {line} does not exist")
+            out.append(line)
+    return out
+
+
+def series_hash(stack_dir):
+    h = hashlib.sha256()
+    for name in ["BASE", "series"] + read_series(stack_dir):
+        p = os.path.join(stack_dir, name)
+        if os.path.exists(p):
+            h.update(name.encode() + b"\0")
+            with open(p, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def worktree_path(stack_dir):
+    return stacks.at(stack_dir).worktree
+
+
+def _base_repo(stack_dir):
+    """A pristine git repository of the base tarball, cached across work trees."""
+    base, paths = sources.fetch_base(stack_dir)
+    untracked = _untracked(base)
+    tag = hashlib.sha256(" ".join(untracked).encode()).hexdigest()[:8] if untracked else "all"
+    repo = os.path.join(CACHE, "bases", f"{base['name']}-{base['version']}-{tag}.git")
+    if _has_tag(repo, "base"):
+        return base, repo
+    mkdirs(os.path.dirname(repo))
+    # Several lab commands (or clones) may want the same base at once.
+    with open(repo + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _has_tag(repo, "base"):
+            _commit_base(base, paths, untracked, repo)
+    return base, repo
+
+
+def _commit_base(base, paths, untracked, repo):
+    step(f"worktree: committing the {base['name']} {base['version']} base (one-off, cached)")
+    tmp = tempfile.mkdtemp(dir=os.path.dirname(repo), prefix=os.path.basename(repo) + ".tmp-")
+    run(["tar", "-xf", paths["orig"], "-C", tmp, "--strip-components=1"], quiet=True)
+    for rel in untracked:
+        shutil.rmtree(os.path.join(tmp, rel))
+    git(["init", "-q", "-b", "main"], cwd=tmp)
+    git(["add", "-A", "-f"], cwd=tmp, quiet=True)
+    git(["commit", "-q", "--no-verify", "-m",
+         f"base: {base['name']} {base['version']} ({os.path.basename(paths['orig'])})"],
+        cwd=tmp, env=GIT_ID)
+    git(["tag", "base"], cwd=tmp)
+    shutil.rmtree(repo, ignore_errors=True)
+    git(["clone", "-q", "--bare", tmp, repo], cwd=CACHE)
+    shutil.rmtree(tmp)
+
+
+def _untracked(base):
+    """Paths of the tarball kept out of git, as upstream keeps its submodules.
+
+    libvirt's release tarball carries subprojects/keycodemapdb, a git
+    submodule upstream; committed as plain files, libvirt's syntax-check
+    (which lists files with 'git ls-files') would lint a foreign project.
+    """
+    return [p.strip().strip("/") for p in base.get("untracked", "").split() if p.strip()]
+
+
+def add_untracked(stack_dir, tree):
+    base, paths = sources.fetch_base(stack_dir)
+    untracked = _untracked(base)
+    if not untracked:
+        return
+    run(["tar", "-xf", paths["orig"], "-C", tree, "--strip-components=1"]
+        + [f"{base['topdir']}/{rel}" for rel in untracked], quiet=True)
+    # A linked work tree (git worktree add) shares the exclude file of its
+    # repository: ask git where it is.
+    exclude = git(["rev-parse", "--git-path", "info/exclude"], cwd=tree,
+                  capture=True).stdout.strip()
+    exclude = os.path.join(tree, exclude)
+    have = open(exclude).read() if os.path.exists(exclude) else ""
+    lines = "".join(f"/{rel}/\n" for rel in untracked if f"/{rel}/\n" not in have)
+    if lines:
+        mkdirs(os.path.dirname(exclude))
+        with open(exclude, "a") as fh:
+            fh.write(lines)
+
+
+def _has_tag(repo, tag):
+    if not os.path.isdir(repo):
+        return False
+    p = git(["rev-parse", "-q", "--verify", f"refs/tags/{tag}"], cwd=repo, check=False,
+            capture=True)
+    return p.returncode == 0
+
+
+def _state_path(wt):
+    return os.path.join(wt, ".git", "unsteal-state.json")
+
+
+def _load_state(wt):
+    try:
+        with open(_state_path(wt)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _head(wt):
+    return git(["rev-parse", "HEAD"], cwd=wt, capture=True).stdout.strip()
+
+
+def apply_series(stack_dir, wt, patches=None, on_applied=None):
+    """git am the series (or the given prefix of it) onto the work tree; name the bad patch."""
+    patches = read_series(stack_dir) if patches is None else patches
+    for i, name in enumerate(patches, 1):
+        p = git(["am", "-q", "--keep-cr", "--committer-date-is-author-date",
+                 os.path.join(stack_dir, name)], cwd=wt, check=False, capture=True,
+                env={k: v for k, v in GIT_ID.items() if k.startswith("GIT_COMMITTER_")})
+        if p.returncode != 0:
+            git(["am", "--abort"], cwd=wt, check=False, capture=True)
+            raise LabError(f"patch {i}/{len(patches)} {stack_dir}/{name} does not apply:\n"
+                           + (p.stdout + p.stderr).strip())
+        if on_applied:
+            on_applied(i, name)
+
+
+def _series_author(stack_dir):
+    """(name, email) of the series' first patch: a commit made in the work
+    tree is the series' own, not the lab's (the base commit uses GIT_ID)."""
+    patches = read_series(stack_dir)
+    if patches:
+        with open(os.path.join(stack_dir, patches[0]), errors="replace") as fh:
+            hdrs = fh.read().partition("\n\n")[0]
+        m = re.search(r"^From: (.+?) <([^>]+)>$", hdrs, re.M)
+        if m:
+            return m.group(1), m.group(2)
+    return GIT_ID["GIT_AUTHOR_NAME"], GIT_ID["GIT_AUTHOR_EMAIL"]
+
+
+def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
+    """Create _build/src/NAME with the series applied, or reuse it when up to date."""
+    st = stacks.at(stack_dir)
+    wt = st.worktree
+    want = series_hash(stack_dir)
+    state = _load_state(wt) if os.path.isdir(wt) else None
+    if os.path.isdir(wt) and not state and not force:
+        raise LabError(f"{wt} exists but was not made completely (a patch did not apply?); "
+                       f"finish it by hand (git am -3 ..., then tools/lab export "
+                       f"{st.key}) or recreate it with --force")
+    if state and not force:
+        if state.get("series") == want:
+            if not quiet_reuse:
+                step(f"worktree: {wt} is up to date with {st.rel}/series")
+            return wt
+        if _head(wt) != state.get("head"):
+            raise LabError(
+                f"{wt} has commits that are not exported, and {stack_dir} changed since the work "
+                f"tree was made.\n  export them first: tools/lab export "
+                f"{st.key}\n  or throw them away: tools/lab worktree "
+                f"{st.key} --force")
+        step(f"worktree: {st.rel} changed; recreating {wt}")
+    base, repo = _base_repo(stack_dir)
+    shutil.rmtree(wt, ignore_errors=True)
+    mkdirs(os.path.dirname(wt))
+    step(f"worktree: cloning the base into {wt}")
+    git(["clone", "-q", "--shared" if False else "--local", repo, wt], cwd=BUILD, quiet=True)
+    name, email = _series_author(stack_dir)
+    git(["config", "user.name", name], cwd=wt)
+    git(["config", "user.email", email], cwd=wt)
+    git(["fetch", "-q", "origin", "refs/tags/base:refs/tags/base"], cwd=wt, check=False,
+        capture=True)
+    add_untracked(stack_dir, wt)
+    patches = read_series(stack_dir)
+    step(f"worktree: applying {len(patches)} patch(es) from {st.rel}/series")
+    apply_series(stack_dir, wt, patches)
+    with open(_state_path(wt), "w") as fh:
+        json.dump({"series": want, "head": _head(wt)}, fh)
+    return wt
+
+
+# The cover letter of a series, as on the mailing list: kept beside the
+# patches, not in the series.  Its subject and text are written by hand;
+# export regenerates the rest (the shortlog and the diffstat).
+COVER = "0000-cover-letter.patch"
+COVER_SUBJECT_RE = re.compile(r"^Subject: \[PATCH 0+/(\d+)\] (.*)$", re.M)
+
+
+def _cover_parts(text):
+    """The hand-written parts of a cover letter: From and Date lines, subject, text."""
+    sender = re.search(r"^From: .*$", text, re.M)
+    date = re.search(r"^Date: .*$", text, re.M)
+    subject = COVER_SUBJECT_RE.search(text)
+    if not sender or not date or not subject:
+        raise LabError(f"{COVER}: no 'From:', 'Date:' or 'Subject: [PATCH 00/N] ...' line")
+    body = text[text.index("\n\n", subject.end()) + 2:]
+    shortlog = re.search(r"^\S.* \(\d+\):$", body, re.M)
+    if not shortlog:
+        raise LabError(f"{COVER}: no shortlog ('Author (N):' line) after the text")
+    return sender.group(0), date.group(0), subject.group(2), body[:shortlog.start()]
+
+
+def _write_cover(stack_dir, wt):
+    """Regenerate the cover letter's shortlog and diffstat, keeping its text,
+    sender and date (git would put the work tree's identity and now)."""
+    path = os.path.join(stack_dir, COVER)
+    if not os.path.exists(path):
+        return
+    with open(path) as fh:
+        sender, date, subject, blurb = _cover_parts(fh.read())
+    out = git(["format-patch", "--cover-letter", "--zero-commit", "--no-signature", "--numbered",
+               "--stdout", "--full-index", "--no-renames", "base..HEAD"], cwd=wt,
+              capture=True).stdout
+    cover = out[:out.index("\nFrom 0000000000000000000000000000000000000000", 1) + 1]
+    cover = re.sub(r"^From: .*$", lambda _: sender, cover, count=1, flags=re.M)
+    cover = re.sub(r"^Date: .*$", lambda _: date, cover, count=1, flags=re.M)
+    cover = cover.replace("*** SUBJECT HERE ***", subject, 1)
+    cover = cover.replace("*** BLURB HERE ***\n\n", blurb, 1)
+    with open(path, "w") as fh:
+        fh.write(cover)
+
+
+def _check_cover(stack_dir, patches):
+    """A cover letter, if the stack has one, counts and names the series."""
+    path = os.path.join(stack_dir, COVER)
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        text = fh.read()
+    m = COVER_SUBJECT_RE.search(text)
+    if not m:
+        return [f"{path}: no 'Subject: [PATCH 00/N] ...' line"]
+    problems = []
+    if int(m.group(1)) != len(patches):
+        problems.append(f"{path}: announces {m.group(1)} patches, the series has "
+                        f"{len(patches)}; run tools/lab export")
+    # The shortlog wraps long subjects; compare with whitespace folded.
+    listed = " ".join(text.split())
+    for name in patches:
+        with open(os.path.join(stack_dir, name)) as fh:
+            subj = " ".join(_unfolded_subject(fh.read()).split())
+        if subj not in listed:
+            problems.append(f"{path}: does not list '{subj}' ({name}); run tools/lab export")
+    return problems
+
+
+def _unfolded_subject(text):
+    """A patch's subject without its [PATCH] tag, header continuation lines joined."""
+    m = HDR_RE.search(text)
+    if not m:
+        return ""
+    subject = m.group(1)
+    for line in text[m.end() + 1:].split("\n"):
+        if not line[:1].isspace() or not line.strip():
+            break
+        subject += " " + line.strip()
+    return subject.strip()
+
+
+def export(stack_dir):
+    """Write the work tree's commits since 'base' back as the stack's patches and series."""
+    st = stacks.at(stack_dir)
+    wt = st.worktree
+    if not os.path.isdir(wt):
+        raise LabError(f"no work tree at {wt}; create one with tools/lab worktree {st.key}")
+    dirty = git(["status", "--porcelain", "--untracked-files=no"], cwd=wt,
+                capture=True).stdout.strip()
+    if dirty:
+        raise LabError(f"{wt} has uncommitted changes; commit them (git commit / "
+                       f"git commit --fixup) before exporting:\n{dirty}")
+    tmp = tempfile.mkdtemp(dir=BUILD, prefix="export-")
+    try:
+        git(["format-patch", "-q", "--zero-commit", "--no-signature", "-N",
+             "--full-index", "--no-renames", "-o", tmp, "base..HEAD"], cwd=wt)
+        new = sorted(os.listdir(tmp))
+        for old in read_series(stack_dir) + [os.path.basename(p) for p in glob.glob(
+                os.path.join(stack_dir, "[0-9][0-9][0-9][0-9]-*.patch"))]:
+            path = os.path.join(stack_dir, old)
+            if old != COVER and os.path.exists(path):
+                os.unlink(path)
+        for name in new:
+            shutil.move(os.path.join(tmp, name), os.path.join(stack_dir, name))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with open(os.path.join(stack_dir, "series"), "w") as fh:
+        fh.write("".join(n + "\n" for n in new))
+    _write_cover(stack_dir, wt)
+    with open(_state_path(wt), "w") as fh:
+        json.dump({"series": series_hash(stack_dir), "head": _head(wt)}, fh)
+    step(f"export: wrote {len(new)} patch(es) and series to {stack_dir}")
+    return new
+
+
+HDR_RE = re.compile(r"^Subject:\s*(?:\[PATCH[^]]*\]\s*)?(.*)$", re.M)
+
+
+def lint_patch(path):
+    """Problems with one patch's message: subject, body saying why, Signed-off-by."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    problems = []
+    head, sep, _ = text.partition("\n---\n")
+    if not sep:
+        head, sep, _ = text.partition("\ndiff --git")
+    hdrs, _, body = head.partition("\n\n")
+    m = HDR_RE.search(hdrs)
+    subject = m.group(1).strip() if m else ""
+    if not subject:
+        problems.append("no Subject")
+    elif not re.match(r"^[A-Za-z0-9_./,{} -]+: \S", subject):
+        problems.append(f"subject {subject!r} lacks a 'subsystem: ' prefix")
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    sob = [ln for ln in lines if ln.startswith("Signed-off-by: ")]
+    prose = [ln for ln in lines if not re.match(r"^[A-Z][A-Za-z-]+: ", ln)]
+    if not sob:
+        problems.append("no Signed-off-by")
+    if len(" ".join(prose).split()) < 8:
+        problems.append("no body saying why (fewer than 8 words)")
+    if "\ndiff --git" not in text:
+        problems.append("no diff")
+    return problems
+
+
+def check(stack_dir, build_each=None):
+    """Every patch lints clean and applies in order; optionally each prefix builds."""
+    patches = read_series(stack_dir)
+    listed = set(patches)
+    stray = [os.path.basename(p) for p in glob.glob(os.path.join(stack_dir, "*.patch"))
+             if os.path.basename(p) not in listed and os.path.basename(p) != COVER]
+    errors = _check_cover(stack_dir, patches)
+    if stray:
+        errors.append(f"{stack_dir}: patches not in series: {' '.join(stray)}")
+    for name in patches:
+        for prob in lint_patch(os.path.join(stack_dir, name)):
+            errors.append(f"{stack_dir}/{name}: {prob}")
+    if errors:
+        raise LabError("patch check failed:\n  " + "\n  ".join(errors))
+    base, repo = _base_repo(stack_dir)
+    tree = os.path.join(BUILD, "check", base["name"])
+    shutil.rmtree(tree, ignore_errors=True)
+    mkdirs(os.path.dirname(tree))
+    git(["clone", "-q", "--local", repo, tree], cwd=BUILD, quiet=True)
+    git(["config", "user.name", "unsteal lab"], cwd=tree)
+    git(["config", "user.email", "lab@unsteal.invalid"], cwd=tree)
+    add_untracked(stack_dir, tree)
+
+    def built(i, name):
+        if build_each:
+            step(f"check: building with patches 1..{i} ({name})")
+            build_each(tree, f"patch {i}/{len(patches)} {stack_dir}/{name}")
+
+    if build_each and patches:
+        step("check: building the unpatched base first")
+        build_each(tree, "the unpatched base")
+    apply_series(stack_dir, tree, patches, on_applied=built)
+    step(f"check: {stack_dir}: {len(patches)} patch(es) lint clean and apply in order")
+    shutil.rmtree(tree, ignore_errors=True)

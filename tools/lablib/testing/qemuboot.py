@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""One QEMU boot: a watchdog, the serial console streamed, logged and parsed.
+
+kselftest.py and testhost.py boot a guest whose program reports on the
+serial console in TAP.  boot() runs their QEMU command line (-nographic,
+-no-reboot: QEMU exits when the guest powers off, reboots or panics),
+kills it when the watchdog runs out, shows every console line on stdout,
+writes it to a log, and parses it into an Outcome.  A Console says how the
+guest's program speaks; what both programs share:
+
+  MARKER up SECONDS ...          the program runs (SECONDS: guest uptime)
+  MARKER N passed, N failed ...  its summary
+  MARKER done ...                it finished
+  PROGRAM_RE                     a test program starts
+  ok N NAME / not ok N NAME ...  a test program's result (RESULT_RE)
+  # ok N ... / # not ok N ...    a nested subresult (SUB_RE)
+
+and kernel problem lines (SPLAT_RE) anywhere.  A Console's on_line() sees
+every other line first and may keep what it wants in Outcome.records.
+"""
+
+import collections
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+
+from ..common import mkdirs
+
+# Terminal control sequences (the firmware clears the screen, systemd sets
+# modes); they may precede a line of the guest's program.
+ESCAPE_RE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|c)")
+# An oops, BUG(), WARN() or panic.
+SPLAT_RE = re.compile(r"(BUG: |WARNING: |Oops|general protection fault|Kernel panic - not "
+                      r"syncing|kernel BUG at)")
+# The same, and what the kernel's checkers report (KASAN, UBSAN, lockdep,
+# RCU, hung tasks), and faults on other architectures.
+SPLAT_CHECKERS_RE = re.compile(
+    r"(BUG: |WARNING: |Oops|KASAN: |UBSAN: |general protection fault|"
+    r"possible circular locking|possible recursive locking|inconsistent lock state|"
+    r"suspicious RCU usage|INFO: task .* blocked|Kernel panic - not syncing|"
+    r"kernel BUG at|Unable to handle)")
+
+
+class Result(collections.namedtuple("Result", "ok number name rest")):
+    """A test program's result line; rest is what follows its name."""
+
+    @property
+    def skipped(self):
+        return "# SKIP" in self.rest
+
+
+# A nested subresult, with the test program it belongs to (or None).
+Sub = collections.namedtuple("Sub", "ok program description")
+
+
+class Console:
+    """How a guest's program speaks on the console.
+
+    marker: what starts its own lines ('unsteal-testhost: '); result_re:
+    groups status ('ok', 'not ok'), number, name, rest; sub_re: status,
+    description; program_re: the program's name; splat_re: kernel problem
+    lines; on_line(out, line): the caller's own lines, True when it took one."""
+
+    def __init__(self, marker, result_re, sub_re, program_re, splat_re=SPLAT_RE,
+                 on_line=None):
+        self.marker = marker
+        self.result_re = result_re
+        self.sub_re = sub_re
+        self.program_re = program_re
+        self.splat_re = splat_re
+        self.on_line = on_line
+
+
+class Outcome:
+    """What one boot reported."""
+
+    def __init__(self):
+        self.results = []           # Result, one per test program
+        self.subresults = []        # Sub, one per nested result line
+        self.program = None         # the test program that runs now
+        self.splats = []            # kernel problem lines
+        self.info = []              # what followed the marker, line by line
+        self.records = collections.defaultdict(list)    # kept by Console.on_line
+        self.booted = False         # a marker line came
+        self.up_at = None           # seconds after QEMU started of 'MARKER up'
+        self.guest_uptime = None    # the guest's uptime then
+        self.summary = None
+        self.done = False
+        self.timed_out = False      # the watchdog killed QEMU
+        self.total = None           # seconds QEMU ran
+
+
+def parse(out, line, t, console):
+    """One console line, t seconds after QEMU started, into out."""
+    line = ESCAPE_RE.sub("", line.replace("\r", ""))
+    if console.marker in line:
+        body = line.split(console.marker, 1)[1]
+        out.booted = True
+        if body.startswith("up "):
+            out.up_at = t
+            out.guest_uptime = float(body.split()[1])
+        if re.match(r"\d+ passed, \d+ failed", body):
+            out.summary = body
+        if body.startswith("done"):
+            out.done = True
+        out.info.append(body)
+        return
+    m = console.program_re.match(line)
+    if m:
+        out.program = m.group(1)
+        return
+    m = console.result_re.match(line)
+    if m:
+        out.results.append(Result(m.group(1) == "ok", int(m.group(2)), m.group(3),
+                                  m.group(4)))
+        return
+    m = console.sub_re.match(line)
+    if m:
+        out.subresults.append(Sub(m.group(1) == "ok", out.program, m.group(2)))
+    if console.on_line and console.on_line(out, line):
+        return
+    if console.splat_re.search(line):
+        out.splats.append(line.strip())
+
+
+def boot(cmd, log, timeout, console, timestamps=False):
+    """Run cmd, QEMU with its serial console on stdout, for at most timeout
+    seconds; every line goes to stdout and to log (after the command line;
+    with timestamps, each behind the seconds since QEMU started)."""
+    mkdirs(os.path.dirname(log))
+    out = Outcome()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+
+    def watchdog():
+        out.timed_out = True
+        proc.kill()
+
+    timer = threading.Timer(timeout, watchdog)
+    timer.start()
+    try:
+        with open(log, "w") as fh:
+            fh.write("$ " + shlex.join(cmd) + "\n")
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                t = time.monotonic() - t0
+                fh.write(f"[{t:7.1f}] {line}\n" if timestamps else line + "\n")
+                fh.flush()
+                print(line, flush=True)
+                parse(out, line, t, console)
+        proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out.total = time.monotonic() - t0
+    return out

@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab testhost build: the test host's disk image, and its kernel.
+
+build() takes the runtime root of testhostroot.py and assembles
+_build/testhost/root from it: the repository's tools/ and tests/ under
+/unsteal, our libvirt (the build prefix of the work tree, or with
+'--libvirt packages' the .debs already installed in the runtime root, their
+units masked), the unsteal binary, the benchmark's spinner and spin-boot
+image, and what starts the integration tests at boot, from tools/testhost/:
+the runner script with its configuration, its systemd unit, and
+unsteal-init, PID 1 of the variants without systemd.
+mkfs.ext4 -d then writes that root into _build/testhost/testhost.img (no
+mounts); Debian's kernel and initrd are copied out beside it for
+'boot --kernel debian'.  kernel_image() builds the lab kernel (lab.config)
+that 'boot --kernel ours' boots.
+"""
+
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import time
+
+from ..common import LabError, ROOT, mkdirs, run, step
+from ..stack import stacks
+from ..package.chroot import rmtree, unpack
+from .testhostroot import (IN, IN_BUILD, IN_PREFIX, LIBVIRT_FROM, LOGS, TH, base_tarball,
+                           build_in_root, package_debs, runtime_tarball, write_file)
+
+IMAGE = os.path.join(TH, "testhost.img")
+HOSTROOT = os.path.join(TH, "root")
+KERNEL_EXTRA = []   # lab.config carries what the test host needs
+DEBIAN_KERNEL = os.path.join(TH, "vmlinuz-debian")
+DEBIAN_INITRD = os.path.join(TH, "initrd-debian")
+
+
+# ---------------------------------------------------------------- the image
+
+# What starts the integration tests at boot, from tools/testhost/: (file,
+# where the image has it, mode).  The runner reads RUNNER_CONF, which
+# runner_conf() writes (its names are listed in the runner's header).
+PROGRAMS = os.path.join(ROOT, "tools", "testhost")
+PROGRAM_FILES = [
+    ("unsteal-init.py", "/usr/local/sbin/unsteal-init", 0o755),
+    ("unsteal-testhost-run.sh", "/usr/local/sbin/unsteal-testhost-run", 0o755),
+    ("unsteal-testhost.service", "/etc/systemd/system/unsteal-testhost.service", 0o644),
+]
+RUNNER_CONF = "/usr/local/etc/unsteal-testhost-run.conf"
+
+
+def integration_tests():
+    """The integration test list of tests/meson.build, in its order."""
+    text = open(os.path.join(ROOT, "tests", "meson.build")).read()
+    m = re.search(r"integration_tests\s*=\s*\[(.*?)\]", text, re.S)
+    if not m:
+        raise LabError("tests/meson.build: no integration_tests list")
+    return re.findall(r"'(\w+)'", m.group(1))
+
+
+def runner_conf(libvirt_from="tree", version=None):
+    """The runner's configuration: sh assignments it sources at boot."""
+    conf = {"UNSTEAL_TREE": IN, "UNSTEAL_BUILD": IN_BUILD,
+            "UNSTEAL_TESTS": " ".join(integration_tests())}
+    if libvirt_from == "tree":
+        conf["UNSTEAL_LIBVIRT_DESC"] = f"our work tree, built into {IN_PREFIX}"
+    else:
+        conf["UNSTEAL_LIBVIRT_DESC"] = (f"Debian packages {version} (apt-installed, "
+                                        f"/usr/sbin/libvirtd)")
+        conf["UNSTEAL_LIBVIRT_PREFIX"] = "/"
+    return ("# Written by tools/lablib/testhostimage.py for unsteal-testhost-run.\n"
+            + "".join(f"{k}={shlex.quote(v)}\n" for k, v in conf.items()))
+
+
+def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
+    """_build/testhost/root: the cached runtime root plus our files."""
+    step(f"testhost: assembling the root in {HOSTROOT}")
+    unpack(root_tar, HOSTROOT)
+    r = HOSTROOT
+    dst = r + IN_BUILD
+    mkdirs(dst, r + IN_BUILD + "/unsteal-build/src", r + IN_BUILD + "/bench",
+           r + IN_BUILD + "/images")
+    shutil.copy2(buildroot + IN_BUILD + "/images/spin-boot.img",
+                 r + IN_BUILD + "/images/spin-boot.img")
+    if libvirt_from == "tree":
+        run(["cp", "-a", buildroot + IN_PREFIX, dst + "/prefix"])
+        # The systemd unit our libvirt installs beside its daemons' units
+        # (the packages carry it; the lab build installs no units)
+        for unit in glob.glob(os.path.join(stack_worktree_libvirt(), "src", "qemu", "*.slice")):
+            mkdirs(r + "/usr/lib/systemd/system")
+            shutil.copy2(unit, r + "/usr/lib/systemd/system/" + os.path.basename(unit))
+    else:
+        _mask_libvirt_units(r)
+    shutil.copy2(buildroot + IN_BUILD + "/unsteal-build/src/unsteal",
+                 r + IN_BUILD + "/unsteal-build/src/unsteal")
+    shutil.copy2(buildroot + IN_BUILD + "/bench/vcpu-spin", r + IN_BUILD + "/bench/vcpu-spin")
+    for d in ("tools", "tests"):
+        shutil.copytree(os.path.join(ROOT, d), r + IN + "/" + d,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    # The lab reads every stack's BASE to tell the stacks apart; the patches
+    # themselves stay out (the image carries the built prefix).
+    for s in stacks.known():
+        mkdirs(r + IN + "/" + s.rel)
+        shutil.copy2(os.path.join(s.dir, "BASE"), r + IN + "/" + s.rel + "/BASE")
+    # The spinner binary must look newer than its source (benchsched rebuilds otherwise).
+    now = time.time()
+    os.utime(r + IN_BUILD + "/bench/vcpu-spin", (now, now))
+    write_file(r + "/etc/hostname", "unsteal-testhost\n")
+    write_file(r + "/etc/fstab", "/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
+    for name, dest, mode in PROGRAM_FILES:
+        with open(os.path.join(PROGRAMS, name)) as fh:
+            write_file(r + dest, fh.read(), mode)
+    write_file(r + RUNNER_CONF, runner_conf(libvirt_from, version))
+    wants = r + "/etc/systemd/system/multi-user.target.wants"
+    mkdirs(wants)
+    os.symlink("../unsteal-testhost.service", wants + "/unsteal-testhost.service")
+    # The run owns the serial console: no getty there; no password for root
+    # (the image is for a throwaway VM without network).
+    os.symlink("/dev/null", r + "/etc/systemd/system/serial-getty@ttyS0.service")
+    run(["chroot", r, "passwd", "-d", "root"], quiet=True)
+    for pattern, dest in (("vmlinuz-*", DEBIAN_KERNEL), ("initrd.img-*", DEBIAN_INITRD)):
+        found = sorted(glob.glob(os.path.join(r, "boot", pattern)))
+        if not found:
+            raise LabError(f"the root has no /boot/{pattern} (linux-image-amd64)")
+        shutil.copyfile(found[-1], dest)
+    return r
+
+
+def stack_worktree_libvirt():
+    return stacks.default("libvirt").worktree
+
+
+def _mask_libvirt_units(root):
+    """The packages enable libvirt's sockets and services; the tests start and
+    restart the daemons themselves (each test writes its own qemu.conf), so
+    systemd must not hold the sockets or start a second daemon: mask them."""
+    units = sorted(os.path.basename(u) for u in
+                   glob.glob(root + "/usr/lib/systemd/system/virt*") +
+                   glob.glob(root + "/usr/lib/systemd/system/libvirt*")
+                   if u.endswith((".service", ".socket")))
+    if not any(u.startswith(("virtqemud", "libvirtd")) for u in units):
+        raise LabError("the image's libvirt packages have no virtqemud or libvirtd unit")
+    for u in units:
+        link = root + "/etc/systemd/system/" + u
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink("/dev/null", link)
+    step(f"testhost: masked {len(units)} libvirt unit(s) of the packages (the tests run "
+         f"the daemons): {' '.join(units)}")
+
+
+def make_image(root):
+    size_mb = int(run(["du", "-sm", root], capture=True).stdout.split()[0])
+    size_mb = size_mb + max(768, size_mb // 2)
+    step(f"testhost: mkfs.ext4 -d into {os.path.relpath(IMAGE, ROOT)} ({size_mb} MiB)")
+    tmp = IMAGE + ".part"
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    with open(tmp, "wb") as fh:
+        fh.truncate(size_mb << 20)
+    run(["mkfs.ext4", "-q", "-F", "-L", "unsteal-th", "-d", root, tmp], quiet=True,
+        log=os.path.join(LOGS, "testhost-mkfs.log"))
+    os.rename(tmp, IMAGE)
+    return IMAGE
+
+
+def build(libvirt_from="tree"):
+    t0 = time.monotonic()
+    if libvirt_from not in LIBVIRT_FROM:
+        raise LabError(f"--libvirt {libvirt_from!r}: one of {', '.join(LIBVIRT_FROM)}")
+    mkdirs(TH, LOGS)
+    debs = package_debs() if libvirt_from == "packages" else None
+    base_tarball()
+    broot = build_in_root(libvirt_from)
+    root_tar, pkgs = runtime_tarball(broot, libvirt_from, debs)
+    root = assemble(root_tar, broot, libvirt_from, debs[0] if debs else None)
+    make_image(root)
+    rmtree(root)
+    with open(os.path.join(TH, "image.json"), "w") as fh:
+        json.dump({"runtime_packages": pkgs, "root": os.path.basename(root_tar),
+                   "libvirt": libvirt_from, "libvirt_version": debs[0] if debs else None}, fh)
+    step(f"testhost: image ready in {time.monotonic() - t0:.0f} s")
+    return IMAGE
+
+
+def kernel_image():
+    from ..build import kernel
+    return kernel.build(patched=True, extra=KERNEL_EXTRA)
+

@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The Debian 13 (trixie) roots of tools/lab testhost, and our builds in them.
+
+Every root starts as debootstrap minbase from the mirror of the machine's
+own apt sources and is installed with apt inside a chroot (chroot.Root: a
+private mount namespace, so nothing stays mounted and no process outlives
+the command).  Each root is made once and kept as a tarball in
+~/.cache/unsteal/testhost (delete at will):
+  base-trixie-KEY.tar.zst       debootstrap + BASE_PACKAGES
+  build-trixie-KEY.tar.zst      base + BUILD_PACKAGES (the libvirt build root)
+  root-trixie-KEY.tar.zst       base + the runtime libraries of our build
+  root-debs-trixie-KEY.tar.zst  the same with our .debs (build --libvirt packages)
+Each KEY is a hash of the root's package list (and of ROOT_FORMAT).
+
+Our patched libvirt, the unsteal binary and the benchmark's spinner are
+built inside the build root, unpacked once into _build/testhost/buildroot
+where their meson build dirs stay for incremental builds: they link
+against trixie's libraries, and nothing built on the Debian 12 development
+host goes into the test host.  The image is made from these roots in
+testhostimage.py.
+"""
+
+import fcntl
+import glob
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+
+from ..common import BUILD, CACHE, LabError, ROOT, mkdirs, step
+from ..package import chroot
+from ..stack import sources, stacks
+
+SUITE = "trixie"
+TH = os.path.join(BUILD, "testhost")
+THCACHE = os.path.join(CACHE, "testhost")
+LOGS = os.path.join(BUILD, "logs")
+BUILDROOT = os.path.join(TH, "buildroot")
+
+# Where things live inside the test host (and the build root): the lab's own
+# layout, so that tools/lablib and the tests run there unchanged.
+IN = "/unsteal"
+IN_BUILD = IN + "/_build"
+IN_PREFIX = IN_BUILD + "/prefix"
+
+# The test host's root: minbase + these.  systemd-container (machined) is
+# added to the runtime root (HOST_PACKAGES), not here, so that the build root
+# does not change with it.
+BASE_PACKAGES = ["systemd", "systemd-sysv", "udev", "dbus", "python3", "qemu-system-x86",
+                 "procps", "util-linux", "dmidecode", "kmod"]
+# The build root: the lab's libvirt build dependencies (sources.PACKAGES)
+# for trixie, plus gcc for the unsteal binary and the benchmark's spinner.
+BUILD_PACKAGES = (["build-essential", "meson", "ninja-build", "pkg-config", "ccache",
+                   "python3", "gettext", "git"]
+                  + sources.PACKAGES["libvirt build"] + ["libcgroup-dev"])
+# Debian's own kernel (with its initramfs) is in the image too: a reference
+# for the lab kernel, and 'boot --kernel debian' needs no build.
+KERNEL_PACKAGES = ["linux-image-amd64", "initramfs-tools"]
+# systemd-machined is in the image; the runner switches it off (masked, and
+# its D-Bus activation removed) on the systemd variants with
+# unsteal.machined=0, where libvirt then manages the cgroups below
+# /machine itself.
+HOST_PACKAGES = ["systemd-container"]
+# Where the image's libvirt comes from (build --libvirt):
+#   tree      our patched work tree, built in the trixie build root into
+#             /unsteal/_build/prefix (what tools/lab test uses: it needs no
+#             package build, which alone takes longer than CI may run);
+#   packages  the .debs of 'tools/lab package libvirt', installed with apt the
+#             way an operator installs them (PACKAGE_INSTALL pulls the rest);
+#             the tests then drive the packaged daemon (/usr/sbin/libvirtd,
+#             /etc/libvirt, /run/libvirt) through UNSTEAL_LIBVIRT_PREFIX=/.
+LIBVIRT_FROM = ("tree", "packages")
+PACKAGE_INSTALL = ["libvirt-daemon-system", "libvirt-clients"]
+# Packages whose versions must be ours after the install.
+PACKAGE_OURS = ["libvirt0", "libvirt-daemon-driver-qemu", "libvirt-daemon-log",
+                "libvirt-clients", "libvirt-daemon-system"]
+LOCAL_REPO = "/var/local/unsteal-debs"
+ROOT_FORMAT = "1"   # bump when the way roots are made changes
+
+
+# ---------------------------------------------------------------- roots
+
+def _key(*lists):
+    h = hashlib.sha256(ROOT_FORMAT.encode())
+    for lst in lists:
+        h.update(("\n".join(sorted(lst)) + "\0").encode())
+    return h.hexdigest()[:12]
+
+
+# Inside the roots: ccache in front of the compilers, its cache bind-mounted
+CCACHE_ENV = {"PATH": "/usr/lib/ccache:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                      "/sbin:/bin",
+              "CCACHE_DIR": "/root/.ccache"}
+
+
+def in_root(root, script, log, binds=(), net=True, check=True):
+    """Run a bash script in a root (chroot.Root: mounts in a private namespace
+    of the command, no process outlives it), at the lowest priority."""
+    return chroot.Root(None, root).run(script, log=log, net=net, check=check, env=CCACHE_ENV,
+                                       binds=binds, nice=19)
+
+
+def write_file(path, text, mode=0o644):
+    mkdirs(os.path.dirname(path))
+    with open(path, "w") as fh:
+        fh.write(text)
+    os.chmod(path, mode)
+
+
+def _local_repo(root, debs, version):
+    """Make the .debs installable by name in root: a flat apt repository with a
+    pin that prefers it, so that apt takes every libvirt package from our
+    build even if the archive has a newer Debian revision."""
+    repo = root + LOCAL_REPO
+    mkdirs(repo)
+    for d in debs:
+        shutil.copy2(d, repo)
+    with open(os.path.join(repo, "Packages"), "w") as fh:
+        subprocess.run(["dpkg-scanpackages", "-m", ".", "/dev/null"], cwd=repo, stdout=fh,
+                       stderr=subprocess.DEVNULL, check=True)
+    write_file(root + "/etc/apt/sources.list.d/unsteal-local.sources",
+               f"Types: deb\nURIs: file:{LOCAL_REPO}\nSuites: ./\nTrusted: yes\n")
+    write_file(root + "/etc/apt/preferences.d/unsteal-local",
+               "Package: *\nPin: origin \"\"\nPin-Priority: 1001\n")
+    check = " ".join(PACKAGE_OURS)
+    # After the install: every package of PACKAGE_OURS is ours, then the
+    # repository goes (the image needs the installed packages only).
+    return (f"\nfor p in {check}; do v=$(dpkg-query -W -f='${{Version}}' $p); "
+            f"[ \"$v\" = {shlex.quote(version)} ] || {{ echo \"$p is $v, not {version}\"; "
+            f"exit 1; }}; echo \"unsteal: $p $v\"; done\n"
+            f"rm -rf {LOCAL_REPO} /etc/apt/sources.list.d/unsteal-local.sources "
+            f"/etc/apt/preferences.d/unsteal-local\n")
+
+
+def _cached_root(name, parent, packages, key, debs=None):
+    """The tarball ~/.cache/unsteal/testhost/NAME-trixie-KEY.tar.zst, made once.
+
+    debs: (version, [paths]) of our libvirt packages, installed from a local
+    repository next to the archive's packages."""
+    path = os.path.join(THCACHE, f"{name}-{SUITE}-{key}.tar.zst")
+    if os.path.exists(path):
+        return path
+    mkdirs(THCACHE, LOGS)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path):
+            return path
+        tmp = tempfile.mkdtemp(dir=THCACHE, prefix=f"{name}-")
+        try:
+            if parent is None:
+                step(f"testhost: debootstrap {SUITE} (minbase; log in _build/logs/"
+                     f"testhost-debootstrap.log)")
+                chroot.debootstrap(SUITE, tmp, "minbase",
+                                   os.path.join(LOGS, "testhost-debootstrap.log"), nice=True)
+            else:
+                chroot.unpack(parent, tmp)
+            # No service starts while packages are installed into the root.
+            prc = chroot.no_services(tmp)
+            after = _local_repo(tmp, debs[1], debs[0]) if debs else ""
+            step(f"testhost: {name} root: apt-get install {len(packages)} package(s)"
+                 + (f", our libvirt {debs[0]} from {len(debs[1])} .deb(s)" if debs else "")
+                 + f" (log in _build/logs/testhost-{name}-apt.log)")
+            in_root(tmp, "apt-get update -q && apt-get install -y -q " + shlex.join(packages)
+                    + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*",
+                    log=os.path.join(LOGS, f"testhost-{name}-apt.log"))
+            os.unlink(prc)
+            os.chmod(tmp, 0o755)
+            chroot.pack(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def base_tarball():
+    return _cached_root("base", None, BASE_PACKAGES, _key(BASE_PACKAGES))
+
+
+def build_tarball():
+    base = base_tarball()
+    return _cached_root("build", base, BUILD_PACKAGES, _key(BASE_PACKAGES, BUILD_PACKAGES))
+
+
+# ---------------------------------------------------------------- libvirt for trixie
+
+def _ensure_buildroot():
+    """_build/testhost/buildroot, unpacked once per build tarball (kept for
+    incremental builds: the meson build dirs live inside it)."""
+    tar = build_tarball()
+    stamp = os.path.join(TH, "buildroot.from")
+    if os.path.isdir(BUILDROOT) and os.path.exists(stamp) and open(stamp).read() == tar:
+        return BUILDROOT
+    step(f"testhost: unpacking the build root into {BUILDROOT}")
+    if os.path.exists(stamp):
+        os.unlink(stamp)
+    chroot.unpack(tar, BUILDROOT)
+    with open(stamp, "w") as fh:
+        fh.write(tar)
+    return BUILDROOT
+
+
+def build_in_root(libvirt_from="tree"):
+    """Our libvirt (libvirt_from 'tree' only) and the unsteal binary, built with
+    trixie's toolchain and libraries."""
+    from ..build import libvirt
+    from ..stack.stack import ensure_worktree
+    src = ensure_worktree(stacks.default("libvirt").dir, quiet_reuse=True)
+    root = _ensure_buildroot()
+    ccache = os.path.join(os.path.expanduser("~"), ".cache", "ccache")
+    mkdirs(ccache)
+    binds = [(src, IN + "/src/libvirt"), (ROOT, IN + "/repo"), (ccache, "/root/.ccache")]
+    opts = [f"--prefix={IN_PREFIX}", "--libdir=lib", f"-Drunstatedir={IN_PREFIX}/var/run",
+            "--buildtype=debugoptimized", "-Dwerror=false"] + \
+        [o for o in libvirt.MESON_OPTS if o != "-Dtests=enabled"] + ["-Dtests=disabled"]
+    bdir = IN_BUILD + "/libvirt-build"
+    stampf = os.path.join(root, bdir.lstrip("/"), ".unsteal-meson-opts")
+    want = "\n".join(opts)
+    have = open(stampf).read() if os.path.exists(stampf) else None
+    if have == want:
+        setup = ""
+    elif have is None:
+        setup = f"rm -rf {bdir}; meson setup {bdir} {IN}/src/libvirt {shlex.join(opts)}\n"
+    else:
+        setup = f"meson setup --reconfigure {bdir} {IN}/src/libvirt {shlex.join(opts)}\n"
+    script = (setup + f"printf %s {shlex.quote(want)} > {bdir}/.unsteal-meson-opts\n"
+              f"ninja -C {bdir}\n"
+              f"meson install -C {bdir} --no-rebuild --quiet\n")
+    if libvirt_from == "tree":
+        step("testhost: building our libvirt (without its test suite, which tools/lab test "
+             "runs on the development host) inside the trixie build root (incremental; log "
+             "in _build/logs/testhost-libvirt-build.log)")
+        in_root(root, script, os.path.join(LOGS, "testhost-libvirt-build.log"), binds=binds,
+                net=False)
+    ubdir = IN_BUILD + "/unsteal-build"
+    script = (f"[ -f {ubdir}/build.ninja ] || meson setup {ubdir} {IN}/repo "
+              f"-Dlab_build_dir={IN_BUILD}\n"
+              f"ninja -C {ubdir} src/unsteal\n"
+              f"mkdir -p {IN_BUILD}/bench {IN_BUILD}/images\n"
+              f"as --32 -o /tmp/spin-boot.o {IN}/repo/tools/testhost/spin-boot.S\n"
+              f"ld -m elf_i386 -Ttext 0x7c00 --oformat binary -o {IN_BUILD}/images/spin-boot.img "
+              f"/tmp/spin-boot.o\n"
+              f"gcc -O2 -Wall -Wextra -pthread -o {IN_BUILD}/bench/vcpu-spin "
+              f"{IN}/repo/tools/bench/vcpu-spin.c\n")
+    step("testhost: building unsteal and the benchmark spinner inside the build root")
+    in_root(root, script, os.path.join(LOGS, "testhost-unsteal-build.log"), binds=binds,
+            net=False)
+    return root
+
+
+def runtime_packages(root, libvirt_from="tree"):
+    """Packages that provide the shared libraries our builds link against."""
+    paths = ([IN_PREFIX] if libvirt_from == "tree" else []) + \
+        [IN_BUILD + "/unsteal-build/src/unsteal", IN_BUILD + "/bench"]
+    script = rf"""
+find {' '.join(paths)} -type f \
+    \( -perm -u+x -o -name '*.so*' \) -print0 |
+  xargs -0 ldd 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u |
+  while read -r lib; do
+    case "$lib" in {IN_PREFIX}/*) continue ;; esac
+    real=$(readlink -f "$lib")
+    dpkg -S "$lib" 2>/dev/null || dpkg -S "$real" 2>/dev/null ||
+      dpkg -S "/usr$lib" 2>/dev/null || dpkg -S "/usr$real" 2>/dev/null ||
+      echo "UNOWNED: $lib"
+  done > /tmp/unsteal-runtime-packages
+"""
+    log = os.path.join(LOGS, "testhost-runtime-packages.log")
+    in_root(root, script, log, net=False)
+    pkgs, bad = set(), []
+    # dpkg -S prints "PKG[:ARCH][, PKG...]: PATH", and "diversion by ..." lines.
+    for line in open(os.path.join(root, "tmp", "unsteal-runtime-packages")):
+        if line.startswith("UNOWNED"):
+            bad.append(line.split(None, 1)[1].strip())
+        elif line.startswith("diversion by "):
+            # A library moved to /usr keeps a diversion of its old path.
+            pkgs.add(line.split()[2])
+        elif ": /" in line:
+            owners = line.split(": /", 1)[0]
+            pkgs |= {o.strip().split(":")[0] for o in owners.split(",")}
+    if bad:
+        raise LabError(f"libraries our build links against belong to no package: {bad}")
+    return sorted(pkgs)
+
+
+# ---------------------------------------------------------------- the runtime root
+
+def package_debs(stack_dir=None):
+    """(version, [.deb]) of 'tools/lab package libvirt' for the 11.3.0 stack,
+    refused when they were built from another series than the one checked out."""
+    from ..package import package
+    from ..common import read_kv
+    from ..stack.stack import read_series
+    stack_dir = stack_dir or stacks.default("libvirt").dir
+    base = read_kv(os.path.join(stack_dir, "BASE"))
+    version = package.local_version(base)
+    out = package.outdir(base)
+    rel = os.path.relpath(out, ROOT)
+    debs = sorted(glob.glob(os.path.join(out, "*.deb")))
+    dtar = glob.glob(os.path.join(out, "*.debian.tar.xz"))
+    if not debs or not dtar or not os.path.exists(os.path.join(out, "SUMMARY")):
+        raise LabError(f"no finished package build in {rel}: run tools/lab package libvirt "
+                       f"first (docs/packaging.md; about 40 minutes the first time)")
+    import tarfile
+    series = read_series(stack_dir)
+    with tarfile.open(dtar[0]) as tf:
+        names = [m.name for m in tf.getmembers()]
+        for name in series:
+            member = f"debian/patches/{package.SUFFIX_NAME}/{name}"
+            ours = open(os.path.join(stack_dir, name), "rb").read()
+            if member not in names or tf.extractfile(member).read() != ours:
+                raise LabError(f"the packages in {rel} were built from another series "
+                               f"({name} differs or is missing): rebuild them with tools/lab "
+                               f"package libvirt")
+        extra = [n for n in names if n.startswith(f"debian/patches/{package.SUFFIX_NAME}/")
+                 and os.path.basename(n) not in series]
+        if extra:
+            raise LabError(f"the packages in {rel} carry patches the series no longer has "
+                           f"({', '.join(extra)}): rebuild them with tools/lab package libvirt")
+    return version, debs
+
+
+def runtime_tarball(buildroot, libvirt_from="tree", debs=None):
+    """The cached runtime root for what build_in_root() built in buildroot:
+    base plus the packages of its shared libraries, KERNEL_PACKAGES and
+    HOST_PACKAGES (with debs from package_debs(), also PACKAGE_INSTALL and our
+    .debs); (tarball, its package list)."""
+    pkgs = runtime_packages(buildroot, libvirt_from)
+    step(f"testhost: runtime libraries come from {len(pkgs)} package(s): {' '.join(pkgs)}")
+    pkgs = sorted(set(pkgs) | set(KERNEL_PACKAGES) | set(HOST_PACKAGES))
+    if debs:
+        pkgs = sorted(set(pkgs) | set(PACKAGE_INSTALL))
+        h = hashlib.sha256()
+        for d in debs[1]:
+            h.update(os.path.basename(d).encode() + b"\0" + open(d, "rb").read())
+        key = _key(BASE_PACKAGES, pkgs, [h.hexdigest()])
+        return _cached_root("root-debs", base_tarball(), pkgs, key, debs=debs), pkgs
+    return _cached_root("root", base_tarball(), pkgs, _key(BASE_PACKAGES, pkgs)), pkgs
