@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Idle steal from a scheduler trace (tools/lablib/schedtrace.py and
+"""Idle steal from a scheduler trace (tools/lablib/bench/schedtrace.py and
 idlesteal.py) agrees with the kernel's own accounting on a real kernel.
 
 Two spinning processes pinned to the last CPU, a 3-second recording of

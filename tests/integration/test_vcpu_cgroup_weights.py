@@ -42,7 +42,7 @@ import labtest
 import vcpucg
 from labtest import daemon, guest, measure
 
-# The test host's CPUs are QEMU TCG CPUs (tools/lablib/testhost.py)
+# The test host's CPUs are QEMU TCG CPUs (tools/lablib/testing/testhost.py)
 TCG_CPUS = labtest.CONFIG.testhost
 # TCG CPUs are noisier: more windows, and wider bounds where CPU time is
 # compared between guests.  Measured there (three clean-clone runs and two

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""tools/lablib/idlesteal.py on constructed traces whose answer is known.
+"""tools/lablib/bench/idlesteal.py on constructed traces whose answer is known.
 
 Each case is written as tracefs would print it (sched_switch and
 sched_wakeup lines, task names with spaces, with and without the flags

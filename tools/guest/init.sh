@@ -2,7 +2,7 @@
 # shellcheck shell=sh source-path=SCRIPTDIR
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# /init of the lab's TCG guests (tools/lablib/guest.py, docs/lab.md).
+# /init of the lab's TCG guests (tools/lablib/lab/guest.py, docs/lab.md).
 # unsteal.workload= on the kernel command line picks what runs:
 #   busy   one CPU-bound shell loop pinned to every vCPU
 #   idle   nothing but a sleeping shell

@@ -2,7 +2,7 @@
 # shellcheck shell=sh source-path=SCRIPTDIR
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# /init of the kselftest guests (tools/lablib/kselftest.py,
+# /init of the kselftest guests (tools/lablib/testing/kselftest.py,
 # docs/kselftest.md).  /dev/vda becomes swap; each line of
 # /kselftest/list, 'NAME TIMEOUT CATEGORY ARGS...', runs under a timeout
 # either the tree's run_vmtests.sh for that category (bash, destructive

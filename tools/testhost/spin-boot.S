@@ -6,7 +6,7 @@
  * processor, which puts a "jmp ." at 0x8000, wakes the application
  * processors there with INIT + SIPI (vector 0x08) through the local APIC,
  * and spins itself.  Built in the test host's build root, and on the host
- * by tools/lablib/guest.py, with:
+ * by tools/lablib/lab/guest.py, with:
  *   as --32 -o spin-boot.o spin-boot.S
  *   ld -m elf_i386 -Ttext 0x7c00 --oformat binary -o spin-boot.img spin-boot.o
  */

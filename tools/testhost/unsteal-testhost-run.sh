@@ -7,7 +7,7 @@
 # and started by unsteal-testhost.service under systemd, or by unsteal-init.
 #
 # What the image holds is read from /usr/local/etc/unsteal-testhost-run.conf,
-# sh assignments that tools/lablib/testhostimage.py writes when it builds
+# sh assignments that tools/lablib/testing/testhostimage.py writes when it builds
 # the image:
 #   UNSTEAL_TREE            the repository's copy (tools/, tests/): /unsteal
 #   UNSTEAL_BUILD           its _build directory

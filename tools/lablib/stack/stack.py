@@ -2,7 +2,7 @@
 """Patch stacks: a pinned base plus a quilt-like series of git format-patch files.
 
 A stack directory (libvirt-patches/debian-13/, kernel-patches/, or any
-directory with a BASE and a series file; tools/lablib/stacks.py lists them) is turned into a git work tree under _build/src/NAME:
+directory with a BASE and a series file; tools/lablib/stack/stacks.py lists them) is turned into a git work tree under _build/src/NAME:
 the base tarball is committed once as the tag 'base', then every patch of the
 series is applied with 'git am'.  Maintainers edit commits there and export
 them back with 'tools/lab export', which rewrites the numbered patch files and

@@ -7,7 +7,7 @@ testhostroot.py).  'boot --variant V' boots it with the lab kernel
 Each VARIANT is one row of the matrix: cgroup v1 or v2, with or without
 systemd and machined.  Inside, the runner starts the integration tests of
 tests/integration/ (the lab daemon runs in the test host, see
-UNSTEAL_TESTHOST in tools/lablib/guest.py) and prints TAP, then
+UNSTEAL_TESTHOST in tools/lablib/lab/guest.py) and prints TAP, then
 'unsteal-testhost: N passed, N failed'.  qemuboot.py streams the serial
 console, logs it to _build/logs/testhost-VARIANT.log and parses it into an
 Outcome; verdict() counts it and writes _build/testhost/result-VARIANT.json.

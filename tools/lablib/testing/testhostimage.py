@@ -69,7 +69,7 @@ def runner_conf(libvirt_from="tree", version=None):
         conf["UNSTEAL_LIBVIRT_DESC"] = (f"Debian packages {version} (apt-installed, "
                                         f"/usr/sbin/libvirtd)")
         conf["UNSTEAL_LIBVIRT_PREFIX"] = "/"
-    return ("# Written by tools/lablib/testhostimage.py for unsteal-testhost-run.\n"
+    return ("# Written by tools/lablib/testing/testhostimage.py for unsteal-testhost-run.\n"
             + "".join(f"{k}={shlex.quote(v)}\n" for k, v in conf.items()))
 
 

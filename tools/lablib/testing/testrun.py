@@ -11,7 +11,7 @@ tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
 and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
 the lab daemon); the libvirt integration tests again inside the test host,
-on each row of the host matrix (tools/lablib/testhost.py); the kernel
+on each row of the host matrix (tools/lablib/testing/testhost.py); the kernel
 selftests in QEMU once the kernel series has patches.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
