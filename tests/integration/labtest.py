@@ -22,7 +22,7 @@ from lablib import config  # noqa: E402
 CONFIG = config.load()
 
 from lablib import common  # noqa: E402,F401
-from lablib.lab import daemon, guest, measure  # noqa: E402,F401
+from lablib.lab import cgroupfs, daemon, guest, measure  # noqa: E402,F401
 from lablib.stack import stacks  # noqa: E402,F401
 from lablib.common import LabError  # noqa: E402,F401
 
@@ -77,36 +77,14 @@ def require_lab():
         skip_all("the patched libvirt is not built (tools/lab build libvirt)")
 
 
-def _hierarchy(controller):
-    """Mount point of the hierarchy with `controller` (its v1 hierarchy or the
-    v2 one), None if the host has no such controller.
-
-    Debian 13's kernel has no v1 cpuset or memory (CONFIG_CPUSETS_V1,
-    CONFIG_MEMCG_V1 off), so a v1 host booted with it has neither."""
-    v2 = None
-    with open("/proc/self/mounts") as fh:
-        for line in fh:
-            _, mnt, fstype, opts = line.split()[:4]
-            if fstype == "cgroup" and controller in opts.split(","):
-                return mnt
-            if fstype == "cgroup2" and v2 is None:
-                v2 = mnt
-    try:
-        if v2 and controller in open(os.path.join(v2, "cgroup.controllers")).read().split():
-            return v2
-    except OSError:
-        pass
-    return None
-
-
 def controller_dir(controller):
     """Mount point of the hierarchy with `controller`: its v1 hierarchy or the v2 one."""
-    return _hierarchy(controller) or os.path.join(CGROOT, controller)
+    return cgroupfs.hierarchy(controller) or os.path.join(CGROOT, controller)
 
 
 def has_controller(controller):
     """Whether the host has `controller`, in a v1 hierarchy or on v2."""
-    return _hierarchy(controller) is not None
+    return cgroupfs.hierarchy(controller) is not None
 
 
 def is_v2(controller):

@@ -13,13 +13,14 @@ import time
 import labtest
 import vcpucg
 from labtest import daemon, guest, measure
+from lablib.lab import cgroupfs
 
 
 def top_level_groups():
     """Top-level cgroups except the machine partition, which libvirt (or,
     for machined's scopes, systemd) creates on demand for domains."""
     out = set()
-    for mnt, _ in daemon.cgroup_mounts():
+    for mnt in (m.path for m in cgroupfs.mounts()):
         for d in os.listdir(mnt):
             if os.path.isdir(os.path.join(mnt, d)) and d not in ("machine", "machine.slice"):
                 out.add(os.path.join(mnt, d))
@@ -59,7 +60,7 @@ def main(t):
         t.ok(share + steal > 0.9 and vol <= 30,
              f"spin vCPU {idx} is a CPU hog: always runnable, rarely blocks",
              f"share {share:.2f} steal {steal:.2f}, {vol} voluntary switches in 2 s")
-    dom_groups = [os.path.join(m, dom.lstrip("/")) for m, _ in daemon.cgroup_mounts()]
+    dom_groups = [os.path.join(m.path, dom.lstrip("/")) for m in cgroupfs.mounts()]
     t.ok(any(os.path.isdir(g) for g in dom_groups), "the domain's cgroups exist while it runs")
     daemon.stop()
     time.sleep(0.2)

@@ -27,7 +27,7 @@ import subprocess
 import time
 
 from ..common import BUILD, ROOT, LabError, mkdirs, require_root, run, step, warn
-from ..lab import measure
+from ..lab import cgroupfs, measure
 from ..config import VCPU_CGROUP_MODES as MODES
 from .benchkit import check_args, median, publish
 
@@ -71,13 +71,11 @@ def fmt(x, spec=".2f"):
 
 def cpu_mount():
     """The v1 hierarchy that has the cpu controller."""
-    with open("/proc/self/mounts") as fh:
-        for line in fh:
-            _, mnt, fstype, opts = line.split()[:4]
-            if fstype == "cgroup" and "cpu" in opts.split(","):
-                return mnt
-    raise LabError("bench sched needs a cgroup v1 hierarchy with the cpu controller; "
-                   "this host has none (cgroup v2 support is issue #9)")
+    mount = cgroupfs.v1_hierarchy("cpu")
+    if mount is None:
+        raise LabError("bench sched needs a cgroup v1 hierarchy with the cpu controller; "
+                       "this host has none (cgroup v2 support is issue #9)")
+    return mount
 
 
 class Layout:

@@ -17,6 +17,7 @@ import time
 from ..common import BUILD, LabError, mkdirs, require_root, step, warn
 from ..build.libvirt import lab_prefix
 from .. import config
+from . import cgroupfs
 from ..stack import stacks
 
 
@@ -125,17 +126,6 @@ def _pid(name, where=None):
     return pid
 
 
-def cgroup_mounts():
-    """(path, kind) of every cgroup hierarchy mounted on this host."""
-    out = []
-    with open("/proc/self/mounts") as fh:
-        for line in fh:
-            dev, mnt, fstype = line.split()[:3]
-            if fstype in ("cgroup", "cgroup2"):
-                out.append((mnt, fstype))
-    return out
-
-
 def _write_conf(vcpu_cgroup, extra=None):
     lb = lab()
     mkdirs(lb.dir, os.path.join(BUILD, "logs"))
@@ -165,7 +155,7 @@ def _record_preexisting():
     path = os.path.join(lab().dir, "cgroups-preexisting.json")
     if os.path.exists(path):
         return
-    pre = [m for m, _ in cgroup_mounts() if os.path.isdir(os.path.join(m, PARTITION))]
+    pre = [m.path for m in cgroupfs.mounts() if os.path.isdir(os.path.join(m.path, PARTITION))]
     with open(path, "w") as fh:
         json.dump(pre, fh)
 
@@ -359,7 +349,7 @@ def lab_cgroups(domains, ids=None):
         pass
     out, parts = [], []
     shared = shared_group_from_conf()
-    for mnt, _ in cgroup_mounts():
+    for mnt in (m.path for m in cgroupfs.mounts()):
         part = os.path.join(mnt, PARTITION)
         if not os.path.isdir(part):
             continue
