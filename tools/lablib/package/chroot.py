@@ -126,33 +126,44 @@ def rmtree(path):
     shutil.rmtree(path)
 
 
-def base_tarball(suite):
-    """The cached tarball of a fresh buildd root of the suite (made once)."""
-    arch = host_arch()
-    path = os.path.join(CHROOTS, f"{suite}-{arch}-buildd.tar.zst")
+def cached_root(path, make):
+    """The root tarball at path, made once: make(tmp) fills a fresh directory
+    beside it, which is then packed.  Concurrent callers wait on a lock and
+    the first one's tarball serves them all."""
     if os.path.exists(path):
         return path
-    mkdirs(CHROOTS)
+    mkdirs(os.path.dirname(path))
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(path):
             return path
-        tmp = tempfile.mkdtemp(dir=CHROOTS, prefix=f"{suite}-debootstrap-")
+        tmp = tempfile.mkdtemp(dir=os.path.dirname(path),
+                               prefix=os.path.basename(path).split(".")[0] + "-")
         try:
-            step(f"chroot: debootstrap {suite} ({arch}, buildd variant; one-off, cached in "
-                 f"{CHROOTS})")
-            debootstrap(suite, tmp, "buildd", os.path.join(BUILD, "logs", f"debootstrap-{suite}.log"))
-            no_services(tmp)
-            run(["chroot", tmp, "useradd", "-m", "-u", "2000", "-s", "/bin/sh", "builder"])
-            step(f"chroot: apt-get install {' '.join(BASE_EXTRA)}")
-            Root(None, tmp).run("apt-get update -q && apt-get install -y -q "
-                                + " ".join(BASE_EXTRA) + " && apt-get clean",
-                                log=os.path.join(BUILD, "logs", f"debootstrap-{suite}-apt.log"))
+            make(tmp)
             os.chmod(tmp, 0o755)  # mkdtemp made it 0700; it is the root's '/'
             pack(tmp, path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def base_tarball(suite):
+    """The cached tarball of a fresh buildd root of the suite (made once)."""
+    arch = host_arch()
+
+    def make(tmp):
+        step(f"chroot: debootstrap {suite} ({arch}, buildd variant; one-off, cached in "
+             f"{CHROOTS})")
+        debootstrap(suite, tmp, "buildd", os.path.join(BUILD, "logs", f"debootstrap-{suite}.log"))
+        no_services(tmp)
+        run(["chroot", tmp, "useradd", "-m", "-u", "2000", "-s", "/bin/sh", "builder"])
+        step(f"chroot: apt-get install {' '.join(BASE_EXTRA)}")
+        Root(None, tmp).run("apt-get update -q && apt-get install -y -q "
+                            + " ".join(BASE_EXTRA) + " && apt-get clean",
+                            log=os.path.join(BUILD, "logs", f"debootstrap-{suite}-apt.log"))
+
+    return cached_root(os.path.join(CHROOTS, f"{suite}-{arch}-buildd.tar.zst"), make)
 
 
 class Root:

@@ -140,13 +140,7 @@ def bench_swapoff(runs=BENCH_RUNS, idle=None, timeout=1800):
                  f"{sum(outs['patched'].records['oom_kills'])} |")
     lines.append(f"| subtests ok / skip / not ok | {_subtests(outs['stock'])} | "
                  f"{_subtests(outs['patched'])} |")
-    table = "\n".join(lines)
-    path = os.path.join(ks.KS, "bench-swapoff.md")
-    with open(path, "w") as fh:
-        fh.write(table + "\n")
-    print(table, flush=True)
-    step(f"kselftest: benchmark table in {os.path.relpath(path, ROOT)}")
-    return 0
+    return _publish("bench-swapoff.md", lines)
 
 
 MIGRATE_CASES = {
@@ -206,16 +200,21 @@ def bench_migrate(runs=BENCH_RUNS, mb=MIGRATE_BENCH_MB, timeout=1800):
             lines.append(f"| {label} | {f}, {mode} | {res} | "
                          f"{_median([r[4] for r in rs]):.0f} | {sum(r[6] for r in rs)} | "
                          f"{sum(1 for r in rs if r[7])}/{runs} |")
-    table = "\n".join(lines)
-    path = os.path.join(ks.KS, "bench-migrate.md")
-    with open(path, "w") as fh:
-        fh.write(table + "\n")
-    print(table, flush=True)
-    step(f"kselftest: benchmark table in {os.path.relpath(path, ROOT)}")
-    return 0
+    return _publish("bench-migrate.md", lines)
 
 
 def command(args):
     if args.bench == "migrate":
         return bench_migrate(runs=args.runs)
     return bench_swapoff(runs=args.runs)
+
+
+def _publish(name, lines):
+    """Writes a benchmark's table to _build/kselftest/NAME and shows it."""
+    table = "\n".join(lines)
+    path = os.path.join(ks.KS, name)
+    with open(path, "w") as fh:
+        fh.write(table + "\n")
+    print(table, flush=True)
+    step(f"kselftest: benchmark table in {os.path.relpath(path, ROOT)}")
+    return 0

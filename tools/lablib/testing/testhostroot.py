@@ -20,14 +20,12 @@ host goes into the test host.  The image is made from these roots in
 testhostimage.py.
 """
 
-import fcntl
 import glob
 import hashlib
 import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 
 from ..common import BUILD, CACHE, LabError, ROOT, mkdirs, step
 from ..package import chroot
@@ -139,38 +137,27 @@ def _cached_root(name, parent, packages, key, debs=None):
 
     debs: (version, [paths]) of our libvirt packages, installed from a local
     repository next to the archive's packages."""
-    path = os.path.join(THCACHE, f"{name}-{SUITE}-{key}.tar.zst")
-    if os.path.exists(path):
-        return path
-    mkdirs(THCACHE, LOGS)
-    with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(path):
-            return path
-        tmp = tempfile.mkdtemp(dir=THCACHE, prefix=f"{name}-")
-        try:
-            if parent is None:
-                step(f"testhost: debootstrap {SUITE} (minbase; log in _build/logs/"
-                     f"testhost-debootstrap.log)")
-                chroot.debootstrap(SUITE, tmp, "minbase",
-                                   os.path.join(LOGS, "testhost-debootstrap.log"), nice=True)
-            else:
-                chroot.unpack(parent, tmp)
-            # No service starts while packages are installed into the root.
-            prc = chroot.no_services(tmp)
-            after = _local_repo(tmp, debs[1], debs[0]) if debs else ""
-            step(f"testhost: {name} root: apt-get install {len(packages)} package(s)"
-                 + (f", our libvirt {debs[0]} from {len(debs[1])} .deb(s)" if debs else "")
-                 + f" (log in _build/logs/testhost-{name}-apt.log)")
-            in_root(tmp, "apt-get update -q && apt-get install -y -q " + shlex.join(packages)
-                    + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*",
-                    log=os.path.join(LOGS, f"testhost-{name}-apt.log"))
-            os.unlink(prc)
-            os.chmod(tmp, 0o755)
-            chroot.pack(tmp, path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    def make(tmp):
+        if parent is None:
+            step(f"testhost: debootstrap {SUITE} (minbase; log in _build/logs/"
+                 f"testhost-debootstrap.log)")
+            chroot.debootstrap(SUITE, tmp, "minbase",
+                               os.path.join(LOGS, "testhost-debootstrap.log"), nice=True)
+        else:
+            chroot.unpack(parent, tmp)
+        # No service starts while packages are installed into the root.
+        prc = chroot.no_services(tmp)
+        after = _local_repo(tmp, debs[1], debs[0]) if debs else ""
+        step(f"testhost: {name} root: apt-get install {len(packages)} package(s)"
+             + (f", our libvirt {debs[0]} from {len(debs[1])} .deb(s)" if debs else "")
+             + f" (log in _build/logs/testhost-{name}-apt.log)")
+        in_root(tmp, "apt-get update -q && apt-get install -y -q " + shlex.join(packages)
+                + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*",
+                log=os.path.join(LOGS, f"testhost-{name}-apt.log"))
+        os.unlink(prc)
+
+    mkdirs(LOGS)
+    return chroot.cached_root(os.path.join(THCACHE, f"{name}-{SUITE}-{key}.tar.zst"), make)
 
 
 def base_tarball():
