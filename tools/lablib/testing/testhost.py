@@ -215,7 +215,11 @@ def test_row(variant, timeout=1800):
 def command(args):
     from ..common import require_root
     require_root("tools/lab testhost")
-    lock = _lock()  # noqa: F841 (held until the command ends)
+    with _lock():
+        return _command(args)
+
+
+def _command(args):
     if args.action == "build":
         build(args.libvirt)
         if args.kernel == "ours":
