@@ -155,6 +155,20 @@ def processes_named(comm):
     return pids
 
 
+def bench_setup():
+    """What a benchmark's smoke test needs: root, the v1 cpu hierarchy (its
+    mount point, returned) and the spinner built; skips the test otherwise."""
+    from lablib.bench import benchsched
+    if os.geteuid() != 0:
+        skip_all("needs root (run through tools/lab test)")
+    try:
+        mount = benchsched.cpu_mount()
+    except LabError as e:
+        skip_all(str(e))
+    benchsched.build_spinner()
+    return mount
+
+
 def check_bench_cleanup(t, mount):
     """The benchmark removed its cgroup tree and stopped its vcpu-spin processes."""
     from lablib.bench import benchsched

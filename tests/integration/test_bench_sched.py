@@ -10,21 +10,13 @@ benchmark itself reports the medians): per-domain ratio <= 0.75, per-host
 ratio >= 0.8; measured on this 2-CPU host: 0.47-0.56 and 0.96-1.16.
 """
 
-import os
 
 import labtest
-from labtest import LabError
 from lablib.bench import benchsched
 
 
 def main(t):
-    if os.geteuid() != 0:
-        labtest.skip_all("needs root (run through tools/lab test)")
-    try:
-        mount = benchsched.cpu_mount()
-    except LabError as e:
-        labtest.skip_all(str(e))
-    benchsched.build_spinner()
+    mount = labtest.bench_setup()
     res = benchsched.run_mix(mount, "2-1-1", reps=1, seconds=3, settle=1)
     rep = res["reps"][0]
     pd, ph = rep["per-domain"], rep["per-host"]

@@ -12,21 +12,13 @@ this 2-CPU host with noisy's vCPUs on two CPUs) is printed, not compared:
 it is the kernel's behaviour under study, not ours.
 """
 
-import os
 
 import labtest
-from labtest import LabError
 from lablib.bench import benchsched, benchtuned
 
 
 def main(t):
-    if os.geteuid() != 0:
-        labtest.skip_all("needs root (run through tools/lab test)")
-    try:
-        mount = benchsched.cpu_mount()
-    except LabError as e:
-        labtest.skip_all(str(e))
-    benchsched.build_spinner()
+    mount = labtest.bench_setup()
     res = benchtuned.run_configs(mount, reps=1, seconds=2, settle=1)
     top = f"/{benchsched.BENCH_GROUP}/machine"
     want = {

@@ -101,7 +101,7 @@ def replay(events, affinity, cpus=None):
 
     state = {}
     first = _first_events(events, start, set(affinity))
-    running = {pid for pid in current.values()}
+    running = set(current.values())
     for tid in affinity:
         if tid in running:
             state[tid] = RUNNING
