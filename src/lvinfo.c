@@ -22,6 +22,16 @@ us_cputune_is_default(const UsCputune *t)
 	return TRUE;
 }
 
+gboolean
+us_cputune_is_vcpu_bandwidth_only(const UsCputune *t)
+{
+	UsCputune rest = *t;
+
+	rest.period = 0;
+	rest.quota = 0;
+	return !us_cputune_is_default(t) && us_cputune_is_default(&rest);
+}
+
 gchar *
 us_cputune_describe(const UsCputune *t)
 {

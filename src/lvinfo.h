@@ -25,6 +25,8 @@ typedef struct {
  * default (shares 1024, period 100000, quota <= 0; emulator and iothread
  * values do not count). */
 gboolean us_cputune_is_default(const UsCputune *t);
+/* Whether only the vCPU period or quota differs from the default. */
+gboolean us_cputune_is_vcpu_bandwidth_only(const UsCputune *t);
 /* "shares=2048,quota=20000" (the set values, vCPU ones first), "" if none. */
 gchar *us_cputune_describe(const UsCputune *t);
 

@@ -11,24 +11,32 @@ us_placement_name(UsPlacement p)
 	switch (p) {
 	case US_PLACE_OWN: return "own";
 	case US_PLACE_SHARED: return "shared";
+	case US_PLACE_NESTED: return "nested";
 	case US_PLACE_MIXED: return "mixed";
 	case US_PLACE_UNKNOWN: break;
 	}
 	return "unknown";
 }
 
+/* @cpu_version: the cgroup version of the cpu controller, 0 if unknown:
+ * only cgroup v1 nests a domain's vCPUs in the per-host group. */
 static UsPlacement
-expected_placement(const UsLvDomain *lv)
+expected_placement(const UsLvDomain *lv, gint cpu_version)
 {
 	if (!lv || !lv->have_tune)
 		return US_PLACE_UNKNOWN;
-	return us_cputune_is_default(&lv->tune) ? US_PLACE_SHARED : US_PLACE_OWN;
+	if (us_cputune_is_default(&lv->tune))
+		return US_PLACE_SHARED;
+	if (us_cputune_is_vcpu_bandwidth_only(&lv->tune))
+		return cpu_version == 1 ? US_PLACE_NESTED :
+		       cpu_version == 2 ? US_PLACE_OWN : US_PLACE_UNKNOWN;
+	return US_PLACE_OWN;
 }
 
 const gchar *
-us_expected_placement(const UsLvDomain *lv)
+us_expected_placement(const UsLvDomain *lv, gint cpu_version)
 {
-	UsPlacement p = expected_placement(lv);
+	UsPlacement p = expected_placement(lv, cpu_version);
 
 	return p == US_PLACE_UNKNOWN ? NULL : us_placement_name(p);
 }
@@ -184,10 +192,23 @@ cgroup_result(GHashTable *done, const UsSnapshot *a, const UsSnapshot *b,
 static UsPlacement
 thread_placement(const UsDomain *d, const UsThread *t)
 {
+	g_autofree gchar *leaf = NULL;
+	g_autofree gchar *parent = NULL;
+	g_autofree gchar *name = NULL;
+	g_autofree gchar *own = NULL;
+
 	if (!d->group || !t->cg.cpu_path)
 		return US_PLACE_UNKNOWN;
-	return us_cgroup_is_under(t->cg.cpu_path, d->group) ? US_PLACE_OWN
-							    : US_PLACE_SHARED;
+	if (us_cgroup_is_under(t->cg.cpu_path, d->group))
+		return US_PLACE_OWN;
+	/* .../NAME/vcpuN with NAME the basename of the domain's own group */
+	leaf = g_path_get_basename(t->cg.cpu_path);
+	parent = g_path_get_dirname(t->cg.cpu_path);
+	name = g_path_get_basename(parent);
+	own = g_path_get_basename(d->group);
+	if (g_str_has_prefix(leaf, "vcpu") && strcmp(name, own) == 0)
+		return US_PLACE_NESTED;
+	return US_PLACE_SHARED;
 }
 
 static void
@@ -292,7 +313,7 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 		const UsDomain *db = g_ptr_array_index(b->domains, i);
 		const UsDomain *da = find_domain(a, db->pid);
 		UsDomainResult *dr;
-		guint own = 0, shared = 0;
+		guint own = 0, shared = 0, nested = 0;
 
 		if (!da) {
 			us_note(r->skipped, "domain %s (pid %d): new, measured from the next sample",
@@ -304,7 +325,8 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 		dr->pid = db->pid;
 		dr->group = g_strdup(db->group);
 		dr->lv = us_lv_domain_copy(db->lv);
-		dr->expected = expected_placement(dr->lv);
+		dr->expected = expected_placement(dr->lv, db->vcpus->len ?
+			((const UsThread *)g_ptr_array_index(db->vcpus, 0))->cg.cpu_version : 0);
 		dr->vcpus = g_ptr_array_new_with_free_func((GDestroyNotify)vcpu_result_free);
 		dr->cgroups = g_ptr_array_new();
 
@@ -364,6 +386,8 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 				own++;
 			else if (v->placement == US_PLACE_SHARED)
 				shared++;
+			else if (v->placement == US_PLACE_NESTED)
+				nested++;
 			if (tb->cg.cpu_path) {
 				gchar *key = us_cgroup_key(tb->cg.cpu_version, tb->cg.cpu_path);
 				UsCgroupResult *c = cgroup_result(cgs, a, b, key, dt);
@@ -395,12 +419,14 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 		/* busy: utilisation + steal >= threshold % of the vCPU count */
 		dr->busy = dr->nvcpus > 0 &&
 			   (dr->util + dr->steal) * 100.0 >= threshold - 1e-9;
-		if (own && shared)
+		if ((own > 0) + (shared > 0) + (nested > 0) > 1)
 			dr->placement = US_PLACE_MIXED;
 		else if (own)
 			dr->placement = US_PLACE_OWN;
 		else if (shared)
 			dr->placement = US_PLACE_SHARED;
+		else if (nested)
+			dr->placement = US_PLACE_NESTED;
 		g_ptr_array_sort(dr->cgroups, cmp_cgroup);
 		domain_cgroups(dr);
 		g_ptr_array_add(r->domains, dr);

@@ -12,13 +12,18 @@ typedef enum {
 	US_PLACE_UNKNOWN = 0,
 	US_PLACE_OWN,     /* under the domain's own group */
 	US_PLACE_SHARED,  /* outside it (e.g. a per-host vCPU group) */
-	US_PLACE_MIXED,   /* domain only: some vCPUs own, some shared */
+	US_PLACE_NESTED,  /* in vcpuN of a group named as its own, elsewhere
+			   * (libvirt's per-host group on cgroup v1, for a
+			   * domain whose only tunables are vCPU bandwidth) */
+	US_PLACE_MIXED,   /* domain only: its vCPUs disagree */
 } UsPlacement;
 
 const gchar *us_placement_name(UsPlacement p);
-/* Where the per-host vCPU cgroup rule puts a domain with these tunables:
- * "shared" or "own"; NULL when they are unknown. */
-const gchar *us_expected_placement(const UsLvDomain *lv);
+/* Where the per-host vCPU cgroup rule puts a domain with these tunables
+ * on a host whose cpu controller is on cgroup @cpu_version (0 unknown):
+ * "shared", "nested" (v1, vCPU period or quota only) or "own"; NULL when
+ * they are unknown. */
+const gchar *us_expected_placement(const UsLvDomain *lv, gint cpu_version);
 
 /* Interval deltas of one cpu cgroup. */
 typedef struct {

@@ -158,7 +158,8 @@ def main(t):
         lv = doms[n]["libvirt"] or {}
         t.eq(doms[n]["placement"], lv.get("expected_placement"),
              f"{n}: actual placement equals the expected one")
-        t.eq(lv.get("vcpu_cgroup"), "per-host" if lv.get("expected_placement") == "shared"
+        t.eq(lv.get("vcpu_cgroup"),
+             "per-host" if lv.get("expected_placement") in ("shared", "nested")
              else "per-domain", f"{n}: libvirt's cpu.vcpu_cgroup agrees")
     for v in doms[dflt]["vcpu"]:
         ls = v["libvirt_steal_pct"]

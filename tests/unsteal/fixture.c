@@ -275,3 +275,14 @@ fx_build(const gchar *root, FxLayout l, gint s)
 	g_free(bv);
 	g_free(other);
 }
+
+void
+fx_nest_beta(const gchar *root, FxLayout l, gint s)
+{
+	static const gchar nested[] = "/machine/vcpus.partition/beta.libvirt-qemu/vcpu0";
+	gchar *bv = cg_line(l, nested);
+
+	fx_write(root, "proc/200/task/201/cgroup", bv, -1);
+	cg_files(root, l, nested, s ? 70 : 50, 0, 0, 50000, 0);
+	g_free(bv);
+}

@@ -21,3 +21,8 @@ void fx_remove(const gchar *root, const gchar *rel);
 
 /* The standard two-domain host at sample 0 or 1 (see fixture.c). */
 void fx_build(const gchar *root, FxLayout layout, gint sample);
+/* Move beta's vCPU thread to a group named as its own, inside the shared
+ * group (/machine/vcpus.partition/beta.libvirt-qemu/vcpu0), with the
+ * same figures: libvirt's per-host placement of a domain whose only
+ * tunable is a vCPU quota, on cgroup v1. */
+void fx_nest_beta(const gchar *root, FxLayout layout, gint sample);

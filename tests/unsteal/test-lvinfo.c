@@ -82,13 +82,29 @@ test_rule(void)
 	g_assert_cmpstr(s, ==, "");
 	g_free(s);
 
+	t = (UsCputune){ .quota = 20000 };
+	g_assert_true(us_cputune_is_vcpu_bandwidth_only(&t));
+	t = (UsCputune){ .period = 50000, .emulator_quota = 10000 };
+	g_assert_true(us_cputune_is_vcpu_bandwidth_only(&t));
+	t = (UsCputune){ .quota = 20000, .global_quota = 100000 };
+	g_assert_false(us_cputune_is_vcpu_bandwidth_only(&t));
+	t = (UsCputune){ .quota = 20000, .shares_set = TRUE, .shares = 2048 };
+	g_assert_false(us_cputune_is_vcpu_bandwidth_only(&t));
+	g_assert_false(us_cputune_is_vcpu_bandwidth_only(&(UsCputune){ 0 }));
+
 	d = us_lv_domain_new();
-	g_assert_null(us_expected_placement(d));   /* tunables unknown */
+	g_assert_null(us_expected_placement(d, 1));   /* tunables unknown */
 	d->have_tune = TRUE;
-	g_assert_cmpstr(us_expected_placement(d), ==, "shared");
+	g_assert_cmpstr(us_expected_placement(d, 1), ==, "shared");
 	d->tune.quota = 20000;
-	g_assert_cmpstr(us_expected_placement(d), ==, "own");
-	g_assert_null(us_expected_placement(NULL));
+	/* a vCPU quota alone: nested on cgroup v1, its own groups on v2 */
+	g_assert_cmpstr(us_expected_placement(d, 1), ==, "nested");
+	g_assert_cmpstr(us_expected_placement(d, 2), ==, "own");
+	g_assert_null(us_expected_placement(d, 0));
+	d->tune.global_quota = 100000;
+	g_assert_cmpstr(us_expected_placement(d, 1), ==, "own");
+	d->tune.global_quota = 0;
+	g_assert_null(us_expected_placement(NULL, 1));
 	/* vCPU entries stay sorted by id */
 	us_lv_domain_vcpu(d, 3, TRUE)->order = 7;
 	us_lv_domain_vcpu(d, 1, TRUE);

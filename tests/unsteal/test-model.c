@@ -299,9 +299,9 @@ test_libvirt(Fx *f, gconstpointer data)
 	d = dom(r, "alpha");
 	g_assert_nonnull(d->lv);
 	g_assert_cmpint(d->lv->id, ==, 7);
-	/* the later sample's tunables count */
-	g_assert_cmpstr(us_expected_placement(d->lv), ==, "own");
-	g_assert_cmpint(d->expected, ==, US_PLACE_OWN);
+	/* the later sample's tunables count: a vCPU quota alone nests on v1 */
+	g_assert_cmpstr(us_expected_placement(d->lv, 1), ==, "nested");
+	g_assert_cmpint(d->expected, ==, US_PLACE_NESTED);
 	v = vcpu(d, 0);
 	g_assert_true(v->have_lv_steal);
 	g_assert_cmpfloat_with_epsilon(v->lv_steal, 0.12, EPS);  /* 0.3 / 2.5 */
@@ -329,7 +329,7 @@ test_libvirt(Fx *f, gconstpointer data)
 	d = dom(r, "alpha");
 	g_assert_false(vcpu(d, 0)->have_lv_steal);
 	g_assert_true(vcpu(d, 1)->have_lv_steal);
-	g_assert_cmpstr(us_expected_placement(d->lv), ==, "shared");
+	g_assert_cmpstr(us_expected_placement(d->lv, 1), ==, "shared");
 	g_assert_cmpint(d->expected, ==, US_PLACE_SHARED);
 	us_result_free(r);
 	us_snapshot_free(a);
@@ -471,6 +471,39 @@ missing_cgroup(const gchar *root, FxLayout l)
 }
 
 static void
+nest0(const gchar *root, FxLayout l)
+{
+	fx_nest_beta(root, l, 0);
+}
+
+static void
+nest1(const gchar *root, FxLayout l)
+{
+	fx_nest_beta(root, l, 1);
+}
+
+/* A vCPU in a group named as its domain's own group, inside another group:
+ * libvirt's per-host placement of a domain with only a vCPU quota */
+static void
+test_layout_nested(Fx *f, gconstpointer data)
+{
+	UsResult *r = run(f->root, FX_V1, nest0, nest1, 90);
+	const UsDomainResult *b = dom(r, "beta");
+
+	(void)data;
+	check_figures(r);
+	g_assert_cmpint(b->placement, ==, US_PLACE_NESTED);
+	g_assert_cmpint(vcpu(b, 0)->placement, ==, US_PLACE_NESTED);
+	g_assert_cmpstr(us_placement_name(b->placement), ==, "nested");
+	g_assert_cmpstr(vcpu(b, 0)->cgroup, ==,
+			"/machine/vcpus.partition/beta.libvirt-qemu/vcpu0");
+	/* its quota is read where the thread is */
+	g_assert_true(b->have_quota);
+	g_assert_cmpint(dom(r, "alpha")->placement, ==, US_PLACE_SHARED);
+	us_result_free(r);
+}
+
+static void
 run_missing(const gchar *root, FxLayout l)
 {
 	UsResult *r = run(root, l, missing_cgroup, missing_cgroup, 90);
@@ -581,6 +614,7 @@ main(int argc, char **argv)
 	ADD("/model/layout/v1", test_layout_v1);
 	ADD("/model/layout/v1-comount", test_layout_v1_comount);
 	ADD("/model/layout/v2", test_layout_v2);
+	ADD("/model/layout/nested", test_layout_nested);
 	ADD("/model/racy", test_racy);
 	ADD("/model/exit", test_exit);
 	ADD("/model/missing-cgroup/v1", test_missing_cgroup);
