@@ -72,12 +72,15 @@ def quota_set(name):
 def check_valid(t, name, pid, what):
     t.eq(guest.qemu_pid(name), pid, f"{what}: {name} still runs, the same QEMU process")
     shared, own = vcpucg.all_shared(name), vcpucg.all_own(name)
-    t.ok(shared != own, f"{what}: {name}'s vCPUs are all in one valid place",
+    nested = vcpucg.all_nested(name)
+    t.ok(shared + own + nested == 1, f"{what}: {name}'s vCPUs are all in one valid place",
          vcpucg.placement_report(name))
     if not vcpucg.V2:
-        t.ok(shared == (not quota_set(name)),
+        # a vCPU quota alone nests the vCPUs in the shared group on v1
+        t.ok((nested if quota_set(name) else shared),
              f"{what}: {name} is where the rule puts it", vcpucg.placement_report(name))
-    t.eq(vcpucg.domstats(name).get("cpu.vcpu_cgroup"), "per-host" if shared else "per-domain",
+    t.eq(vcpucg.domstats(name).get("cpu.vcpu_cgroup"),
+         "per-host" if shared or nested else "per-domain",
          f"{what}: domstats says where {name} is")
     t.eq(pinned(name), "0", f"{what}: {name}'s vCPU 0 is still pinned to CPU 0")
     t.eq(memory_limit(name), str(LIMIT_KIB * 1024), f"{what}: {name}'s memory limit holds")

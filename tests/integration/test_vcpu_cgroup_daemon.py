@@ -76,7 +76,11 @@ def main(t):
     a = guest.create("vc-restart", vcpus=2, workload="idle")
     b = guest.create("vc-tuned", vcpus=2, workload="idle", cputune={"quota": "50000"})
     pid = guest.qemu_pid(a)
-    t.ok(vcpucg.all_shared(a) and vcpucg.all_own(b), "initial placement follows the rule")
+    # A vCPU quota alone: nested in the shared group on cgroup v1, its own
+    # groups on v2
+    capped = vcpucg.all_own if vcpucg.V2 else vcpucg.all_nested
+    t.ok(vcpucg.all_shared(a) and capped(b), "initial placement follows the rule",
+         vcpucg.placement_report(b))
 
     daemon.start(vcpu_cgroup="per-domain", quiet=True)
     t.eq(guest.qemu_pid(a), pid, "the guest kept running across the daemon restart")
@@ -99,13 +103,27 @@ def main(t):
     daemon.start(vcpu_cgroup="per-host", quiet=True)
     t.ok(vcpucg.all_shared(a), "mode on + restart: the vCPUs are in the shared group",
          vcpucg.placement_report(a))
-    t.ok(vcpucg.all_own(b), "the domain with a quota stays in its own groups")
-    t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(vcpucg.domain_group(b), 0),
-                              "cpu.cfs_quota_us"),
-         "50000", "and keeps its quota")
-    t.eq(labtest.cgroup_value("cpu", vcpucg.domain_group(b), "cpu.shares"),
+    if vcpucg.V2:
+        t.ok(vcpucg.all_own(b), "the domain with a quota stays in its own groups")
+        weighed = vcpucg.domain_group(b)
+        capgroup = vcpucg.vcpu_path(vcpucg.domain_group(b), 0)
+    else:
+        t.ok(vcpucg.all_nested(b), "the domain with a quota is nested in the shared group "
+             "again", vcpucg.placement_report(b))
+        weighed = vcpucg.nested_group(b)
+        capgroup = f"{weighed}/vcpu0"
+    t.eq(labtest.cgroup_value("cpu", capgroup, "cpu.cfs_quota_us"), "50000",
+         "and keeps its quota")
+    t.eq(labtest.cgroup_value("cpu", weighed, "cpu.shares"),
          str(2 * int(vcpucg.DEFAULT_SHARES)), "and weighs the default per vCPU again")
     t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-host", "domstats after reconnect")
+
+    # Stopping a nested domain removes its group in the shared group
+    nested = None if vcpucg.V2 else vcpucg.nested_group(b)
+    daemon.virsh(["destroy", b], capture=True)
+    if nested:
+        t.ok(not os.path.isdir(labtest.controller_dir("cpu") + nested),
+             "the nested group of a stopped domain is removed", nested)
 
     # The shared group is created on demand; with machined it is the
     # administrator's slice.

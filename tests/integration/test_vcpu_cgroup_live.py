@@ -24,32 +24,47 @@ def main(t):
     dom = vcpucg.domain_group(a)
     t.ok(vcpucg.all_shared(a), "starts in the shared group", vcpucg.placement_report(a))
 
+    # A vCPU quota or period alone nests the vCPUs in the shared group
+    # (vcpuN groups of the domain's there); <shares> and the global
+    # bandwidth move them into their own groups.
     cases = [
-        ("vcpu_quota=50000", "vcpu_quota=-1", "vcpu0", "cpu.cfs_quota_us", "50000"),
-        ("vcpu_period=50000", "vcpu_period=100000", "vcpu0", "cpu.cfs_period_us", "50000"),
-        ("cpu_shares=2048", f"cpu_shares={vcpucg.DEFAULT_SHARES}", "", "cpu.shares", "2048"),
-        ("global_quota=150000", "global_quota=-1", "", "cpu.cfs_quota_us", "150000"),
+        ("vcpu_quota=50000", "vcpu_quota=-1", "vcpu0", "cpu.cfs_quota_us", "50000", True),
+        ("vcpu_period=50000", "vcpu_period=100000", "vcpu0", "cpu.cfs_period_us", "50000",
+         True),
+        ("cpu_shares=2048", f"cpu_shares={vcpucg.DEFAULT_SHARES}", "", "cpu.shares", "2048",
+         False),
+        ("global_quota=150000", "global_quota=-1", "", "cpu.cfs_quota_us", "150000", False),
     ]
-    for diverge, reset, sub, knob, want in cases:
+    for diverge, reset, sub, knob, want, nested in cases:
         p = vcpucg.schedinfo(a, diverge)
         t.ok(p.returncode == 0, f"schedinfo --live --set {diverge} succeeds", p.stderr)
-        t.ok(vcpucg.all_own(a), f"{diverge}: vCPUs moved into their own groups",
-             vcpucg.placement_report(a))
         dom = vcpucg.domain_group(a)
-        # libvirt writes the global quota into a machine scope's nested
-        # group, and the weight through systemd onto the scope itself
-        if sub:
-            path = f"{labtest.domain_sub(dom)}/{sub}"
+        if nested:
+            t.ok(vcpucg.all_nested(a), f"{diverge}: vCPUs moved into groups nested in the "
+                 "shared group", vcpucg.placement_report(a))
+            path = f"{vcpucg.nested_group(a)}/{sub}"
+            t.eq(labtest.cgroup_value("cpu", vcpucg.nested_group(a), "cpu.shares"),
+                 str(2 * int(vcpucg.DEFAULT_SHARES)),
+                 f"{diverge}: the nested group weighs the default per vCPU")
         else:
-            path = dom if knob == "cpu.shares" else labtest.domain_sub(dom)
+            t.ok(vcpucg.all_own(a), f"{diverge}: vCPUs moved into their own groups",
+                 vcpucg.placement_report(a))
+            # libvirt writes the global quota into a machine scope's nested
+            # group, and the weight through systemd onto the scope itself
+            if sub:
+                path = f"{labtest.domain_sub(dom)}/{sub}"
+            else:
+                path = dom if knob == "cpu.shares" else labtest.domain_sub(dom)
         t.eq(labtest.cgroup_value("cpu", path, knob), want,
              f"{diverge}: {path}/{knob} holds the requested value")
-        t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-domain",
-             f"{diverge}: domstats says per-domain")
+        t.eq(vcpucg.domstats(a).get("cpu.vcpu_cgroup"), "per-host" if nested else "per-domain",
+             f"{diverge}: domstats says where the vCPUs are weighed")
         p = vcpucg.schedinfo(a, reset)
         t.ok(p.returncode == 0, f"schedinfo --live --set {reset} succeeds", p.stderr)
         t.ok(vcpucg.all_shared(a), f"{reset}: vCPUs back in the shared group",
              vcpucg.placement_report(a))
+        t.ok(not vcpucg.nested_exists(a), f"{reset}: no group of the domain is left in "
+             "the shared group")
 
     p = vcpucg.schedinfo(a, "emulator_quota=50000")
     t.ok(p.returncode == 0, "emulator_quota can be set", p.stderr)

@@ -100,6 +100,31 @@ def all_shared(name):
             and all(p == vcpu_path(dom, i) for i, p in g.items()))
 
 
+def nested_group(name):
+    """cgroup v1: the domain's group inside the shared group, where the
+    vCPUs of a domain whose only tunables are a vCPU period or quota are
+    (named as its own group is); None on v2, where nothing is nested."""
+    dom = domain_group(name)
+    if V2 or dom is None:
+        return None
+    return f"{SHARED}/{os.path.basename(dom)}"
+
+
+def nested_exists(name):
+    nested = nested_group(name)
+    return nested is not None and os.path.isdir(
+        os.path.join(labtest.controller_dir("cpu"), nested.lstrip("/")))
+
+
+def all_nested(name):
+    """cgroup v1: every vCPU thread is in its vcpuN group nested in the
+    shared group."""
+    nested = nested_group(name)
+    g = vcpu_groups(name)
+    return (nested is not None and bool(g)
+            and all(p == f"{nested}/vcpu{i}" for i, p in g.items()))
+
+
 def all_own(name):
     dom = domain_group(name)
     g = vcpu_groups(name)
