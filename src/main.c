@@ -17,6 +17,7 @@
 #include "model.h"
 #include "output.h"
 #include "proc.h"
+#include "totals.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -249,6 +250,7 @@ main(int argc, char **argv)
 	UsSnapshot *prev;
 	UsModelOptions mo;
 	UsOutputOptions oo;
+	UsTotals *totals;
 	struct sigaction sa;
 #ifdef HAVE_LIBVIRT
 	UsLibvirt *lv = NULL;
@@ -291,6 +293,7 @@ main(int argc, char **argv)
 		printf("unsteal: sampling for %.1f s...\n", a.interval);
 	fflush(stdout);
 
+	totals = us_totals_new();
 	prev = take(src[0], lv);
 	for (gint k = 1; a.count < 0 || k <= a.count; k++) {
 		UsSnapshot *cur;
@@ -304,6 +307,7 @@ main(int argc, char **argv)
 		cur = take(src[MIN((guint)k, nroots - 1)], lv);
 		r = us_model_compute(prev, cur, &mo, &err);
 		if (r) {
+			us_totals_add(totals, r);
 			emit(&a, r, &oo, k == 1);
 			us_result_free(r);
 		} else {
@@ -315,6 +319,7 @@ main(int argc, char **argv)
 		prev = cur;
 	}
 	us_snapshot_free(prev);
+	us_totals_free(totals);
 	for (guint i = 0; i < nroots; i++)
 		us_source_free(src[i]);
 	g_free(src);

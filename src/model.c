@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -54,6 +55,7 @@ domain_result_free(UsDomainResult *d)
 {
 	g_free(d->name);
 	g_free(d->group);
+	g_free(d->uuid);
 	us_lv_domain_free(d->lv);
 	g_ptr_array_free(d->cgroups, TRUE);
 	g_ptr_array_free(d->vcpus, TRUE);
@@ -176,6 +178,10 @@ cgroup_result(GHashTable *done, const UsSnapshot *a, const UsSnapshot *b,
 		c->throttled = y->nr_throttled - x->nr_throttled;
 		c->throttled_s = (gdouble)(y->throttled_ns - x->throttled_ns) / 1e9;
 		c->throttled_ratio = c->throttled_s / dt;
+	}
+	if (y->have_stat) {
+		c->have_total = TRUE;
+		c->throttled_total_s = (gdouble)y->throttled_ns / 1e9;
 	}
 	c->have_quota = y->have_quota;
 	c->quota_cpus = y->quota_cpus;
@@ -306,6 +312,12 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 	    b->all.idle >= a->all.idle)
 		r->idle = clamp01((gdouble)(b->all.idle - a->all.idle) /
 				  (gdouble)(b->all.total - a->all.total));
+	if (b->all.present) {
+		long hz = sysconf(_SC_CLK_TCK);
+
+		r->have_idle_total = TRUE;
+		r->idle_total_s = (gdouble)b->all.idle / (gdouble)(hz > 0 ? hz : 100);
+	}
 
 	host_idle = idle_fraction(a, b, NULL);
 	cgs = g_hash_table_new(g_str_hash, g_str_equal);
@@ -324,6 +336,7 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 		dr->name = g_strdup(db->name);
 		dr->pid = db->pid;
 		dr->group = g_strdup(db->group);
+		dr->uuid = g_strdup(db->lv && db->lv->uuid ? db->lv->uuid : db->uuid);
 		dr->lv = us_lv_domain_copy(db->lv);
 		dr->expected = expected_placement(dr->lv, db->vcpus->len ?
 			((const UsThread *)g_ptr_array_index(db->vcpus, 0))->cg.cpu_version : 0);
@@ -361,6 +374,11 @@ us_model_compute(const UsSnapshot *a, const UsSnapshot *b,
 			v->allowed_idle = idle_fraction(a, b, tb->allowed);
 			v->idle_steal = v->steal * v->idle_frac;
 			v->busy_steal = v->steal - v->idle_steal;
+			/* the same split in seconds, from the delta itself */
+			v->idle_wait_s = (gdouble)(tb->wait_ns - ta->wait_ns) / 1e9 *
+					 v->idle_frac;
+			v->busy_wait_s = MAX((gdouble)(tb->wait_ns - ta->wait_ns) / 1e9 -
+					     v->idle_wait_s, 0.0);
 			v->run_s = (gdouble)tb->run_ns / 1e9;
 			v->wait_s = (gdouble)tb->wait_ns / 1e9;
 			v->order = -1;

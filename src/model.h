@@ -35,6 +35,8 @@ typedef struct {
 	guint64 throttled;      /* Δnr_throttled */
 	gdouble throttled_s;    /* Δthrottled time, seconds */
 	gdouble throttled_ratio;/* throttled_s / Δt */
+	gboolean have_total;
+	gdouble throttled_total_s; /* throttled time since the cgroup was made */
 	gboolean have_quota;
 	gdouble quota_cpus;     /* < 0: unlimited */
 	gboolean have_pressure;
@@ -56,6 +58,12 @@ typedef struct {
 	gdouble idle_steal;
 	gdouble busy_steal;
 	gdouble run_s, wait_s;  /* cumulative schedstat, seconds */
+	/* this interval's wait split, seconds: idle_steal and busy_steal x Δt */
+	gdouble idle_wait_s, busy_wait_s;
+	/* counters, set by us_totals_add (totals.h): the splits summed over
+	 * every interval since the thread was first measured */
+	gboolean have_totals;
+	gdouble idle_wait_total_s, busy_wait_total_s;
 	/* libvirt mode */
 	gint order;             /* hotplug order from the XML, -1 none */
 	gboolean have_lv_steal;
@@ -66,6 +74,7 @@ typedef struct {
 	gchar *name;
 	gint pid;
 	gchar *group;
+	gchar *uuid;             /* libvirt's, else QEMU's -uuid, or NULL */
 	guint nvcpus;
 	/* averages over the domain's vCPUs (fraction of one vCPU) */
 	gdouble util, steal, idle_steal, busy_steal;
@@ -90,6 +99,8 @@ typedef struct {
 	gint64 realtime_us;
 	guint ncpus;
 	gdouble idle;            /* host idle fraction, all CPUs */
+	gboolean have_idle_total;
+	gdouble idle_total_s;    /* idle+iowait of all CPUs since boot, CPU-seconds */
 	guint ndomains, nvcpus;
 	/* sums in vCPU-seconds per second */
 	gdouble util, steal, idle_steal, busy_steal;

@@ -54,6 +54,12 @@ domain_group(const UsItem *it, UsValue *val)
 }
 
 static void
+domain_uuid(const UsItem *it, UsValue *val)
+{
+	set_text(val, it->domain->uuid);
+}
+
+static void
 domain_periods(const UsItem *it, UsValue *val)
 {
 	val->have = DOMAIN(it)->have_throttle;
@@ -128,9 +134,10 @@ static const UsMetric domain_metrics[] = {
 	{ .unit = US_UNIT_TEXT, .json = "class", .get = domain_class,
 	  .prom = "domain_busy", .help = "1 when utilisation + steal reaches the busy threshold, else 0.",
 	  .col = US_COL_CLASS },
+	{ .unit = US_UNIT_TEXT, .get = domain_uuid, .label = "uuid" },
 	{ .unit = US_UNIT_TEXT, .json = "placement", .get = domain_placement,
-	  .col = US_COL_PLACE },
-	{ .unit = US_UNIT_TEXT, .json = "group", .get = domain_group },
+	  .label = "placement", .col = US_COL_PLACE },
+	{ .unit = US_UNIT_TEXT, .json = "group", .get = domain_group, .label = "group" },
 	{ .unit = US_UNIT_COUNT, .json = "periods", .group = "throttle",
 	  .get = domain_periods },
 	{ .unit = US_UNIT_COUNT, .json = "throttled", .group = "throttle",
@@ -258,6 +265,20 @@ vcpu_lv_steal(const UsItem *it, UsValue *val)
 	val->num = VCPU(it)->lv_steal;
 }
 
+static void
+vcpu_idle_wait_total(const UsItem *it, UsValue *val)
+{
+	val->have = VCPU(it)->have_totals;
+	val->num = VCPU(it)->idle_wait_total_s;
+}
+
+static void
+vcpu_busy_wait_total(const UsItem *it, UsValue *val)
+{
+	val->have = VCPU(it)->have_totals;
+	val->num = VCPU(it)->busy_wait_total_s;
+}
+
 /* The table's CGROUP cell of a vCPU says where it runs: cpus=, cpusidle=,
  * order= and lvsteal= (known only in libvirt mode) and, last, its cgroup. */
 static const UsMetric vcpu_metrics[] = {
@@ -287,11 +308,17 @@ static const UsMetric vcpu_metrics[] = {
 	  .prom = "vcpu_allowed_idle_ratio", .help = "Idle fraction of the host CPUs the vCPU thread may run on (Cpus_allowed_list).",
 	  .col = US_COL_CGROUP, .pre = " cpusidle=", .post = "%" },
 	{ .unit = US_UNIT_SECONDS, .off = OFF(UsVcpuResult, run_s),
-	  .prom = "vcpu_run_seconds_total", .counter = TRUE,
+	  .prom = "vcpu_run_seconds_total", .counter = TRUE, .uuid = TRUE,
 	  .help = "Time the vCPU thread ran on a host CPU (schedstat field 1)." },
 	{ .unit = US_UNIT_SECONDS, .off = OFF(UsVcpuResult, wait_s),
-	  .prom = "vcpu_wait_seconds_total", .counter = TRUE,
+	  .prom = "vcpu_wait_seconds_total", .counter = TRUE, .uuid = TRUE,
 	  .help = "Time the vCPU thread waited on a run queue (schedstat field 2)." },
+	{ .unit = US_UNIT_SECONDS, .get = vcpu_idle_wait_total,
+	  .prom = "vcpu_idle_wait_seconds_total", .counter = TRUE, .uuid = TRUE,
+	  .help = "Idle steal: run-queue wait of the vCPU thread while host CPUs were idle (each sampling interval's wait times the host idle fraction), summed since unsteal first measured the thread." },
+	{ .unit = US_UNIT_SECONDS, .get = vcpu_busy_wait_total,
+	  .prom = "vcpu_busy_wait_seconds_total", .counter = TRUE, .uuid = TRUE,
+	  .help = "Busy steal: the rest of each sampling interval's run-queue wait of the vCPU thread, summed since unsteal first measured the thread." },
 	{ .unit = US_UNIT_COUNT, .json = "order", .get = vcpu_order,
 	  .col = US_COL_CGROUP, .pre = " order=" },
 	{ .unit = US_UNIT_RATIO, .json = "libvirt_steal_pct", .get = vcpu_lv_steal,
@@ -302,9 +329,66 @@ static const UsMetric vcpu_metrics[] = {
 	  .col = US_COL_CGROUP, .pre = " ", .none = "?" },
 };
 
+/* ------------------------------------- a domain's <cputune> (libvirt) */
+
+#define TUNE(it) (&LV(it)->tune)
+
+/* libvirt's 0 is "not set" */
+#define TUNE_GET(field)							\
+	static void							\
+	tune_##field(const UsItem *it, UsValue *val)			\
+	{								\
+		val->have = TUNE(it)->field != 0;			\
+		val->count = (gint64)TUNE(it)->field;			\
+	}
+TUNE_GET(period)
+TUNE_GET(quota)
+TUNE_GET(global_period)
+TUNE_GET(global_quota)
+TUNE_GET(emulator_period)
+TUNE_GET(emulator_quota)
+TUNE_GET(iothread_period)
+TUNE_GET(iothread_quota)
+#undef TUNE_GET
+
+static void
+tune_shares(const UsItem *it, UsValue *val)
+{
+	val->have = TUNE(it)->shares_set;
+	val->count = (gint64)TUNE(it)->shares;
+}
+
+#define TUNE_LABEL(field) \
+	{ .unit = US_UNIT_COUNT, .get = tune_##field, .label = #field }
+static const UsMetric cputune_metrics[] = {
+	{ .unit = US_UNIT_TEXT, .get = domain_name, .label = "domain", .key = TRUE },
+	{ .unit = US_UNIT_TEXT, .get = domain_uuid, .label = "uuid" },
+	TUNE_LABEL(shares),
+	TUNE_LABEL(period),
+	TUNE_LABEL(quota),
+	TUNE_LABEL(global_period),
+	TUNE_LABEL(global_quota),
+	TUNE_LABEL(emulator_period),
+	TUNE_LABEL(emulator_quota),
+	TUNE_LABEL(iothread_period),
+	TUNE_LABEL(iothread_quota),
+};
+#undef TUNE_LABEL
+
 const UsEntity us_domain_entity = {
 	.metrics = domain_metrics,
 	.nmetrics = G_N_ELEMENTS(domain_metrics),
+	.info = "domain_info",
+	.info_help = "One per measured domain: its UUID when known, its own cgroup (group) and where its vCPU threads run (placement): own (below the domain's group), shared (outside it, e.g. a per-host vCPU group), mixed or unknown.",
+	.info_known = TRUE,
+};
+
+const UsEntity us_cputune_entity = {
+	.metrics = cputune_metrics,
+	.nmetrics = G_N_ELEMENTS(cputune_metrics),
+	.info = "domain_cputune_info",
+	.info_help = "The <cputune> values set in the domain's libvirt definition, one label each, named and valued as in the XML (shares; periods and quotas in microseconds); a domain with none set has only its domain and uuid labels.",
+	.info_known = TRUE,
 };
 
 const UsEntity us_libvirt_entity = {

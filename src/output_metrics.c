@@ -54,6 +54,13 @@ host_vcpus(const UsItem *it, UsValue *val)
 	val->count = ((const UsResult *)it->self)->nvcpus;
 }
 
+static void
+host_idle_total(const UsItem *it, UsValue *val)
+{
+	val->have = ((const UsResult *)it->self)->have_idle_total;
+	val->num = ((const UsResult *)it->self)->idle_total_s;
+}
+
 static const UsMetric host_metrics[] = {
 	{ .unit = US_UNIT_COUNT, .json = "cpus", .get = host_cpus,
 	  .prom = "host_cpus", .help = "Host CPUs listed in /proc/stat.",
@@ -61,6 +68,9 @@ static const UsMetric host_metrics[] = {
 	{ .unit = US_UNIT_RATIO, .json = "idle_pct", .off = OFF(UsResult, idle),
 	  .prom = "host_idle_ratio", .help = "Host idle (idle+iowait) fraction over all CPUs.",
 	  .col = US_COL_LINE, .pre = ", idle ", .post = "%" },
+	{ .unit = US_UNIT_SECONDS, .get = host_idle_total,
+	  .prom = "host_idle_seconds_total", .counter = TRUE,
+	  .help = "Idle and iowait time of all host CPUs since boot, in CPU-seconds (/proc/stat)." },
 	{ .unit = US_UNIT_COUNT, .json = "domains", .get = host_domains,
 	  .prom = "host_domains", .help = "QEMU domains measured.",
 	  .col = US_COL_LINE, .pre = ", ", .post = " domains" },
@@ -124,6 +134,13 @@ cgroup_throttled_ratio(const UsItem *it, UsValue *val)
 }
 
 static void
+cgroup_throttled_total(const UsItem *it, UsValue *val)
+{
+	val->have = CGROUP(it)->have_total;
+	val->num = CGROUP(it)->throttled_total_s;
+}
+
+static void
 cgroup_quota(const UsItem *it, UsValue *val)
 {
 	val->have = CGROUP(it)->have_quota;
@@ -154,6 +171,9 @@ static const UsMetric cgroup_metrics[] = {
 	{ .unit = US_UNIT_THROTTLED, .json = "throttled_ms_per_s", .group = "throttle",
 	  .get = cgroup_throttled_ratio,
 	  .prom = "cgroup_throttled_ratio", .help = "Throttled time of the cgroup per second of the interval." },
+	{ .unit = US_UNIT_SECONDS, .get = cgroup_throttled_total,
+	  .prom = "cgroup_throttled_seconds_total", .counter = TRUE,
+	  .help = "Time the cgroup was throttled by its CPU bandwidth limit since it was created (cpu.stat throttled_usec or throttled_time)." },
 	{ .unit = US_UNIT_QUOTA, .json = "quota_cpus", .get = cgroup_quota,
 	  .prom = "cgroup_quota_cpus", .help = "CPU bandwidth limit of the cgroup in CPUs (quota/period); absent when unlimited." },
 	{ .unit = US_UNIT_RATIO, .json = "pressure_some_pct", .get = cgroup_pressure,

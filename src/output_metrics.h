@@ -72,6 +72,9 @@ typedef struct {
 	const gchar *prom;
 	const gchar *help;
 	gboolean counter;   /* TYPE counter, else gauge */
+	/* Prometheus, a vCPU's metric: a "uuid" label after the key labels
+	 * when its domain's UUID is known (libvirt's, or QEMU's -uuid) */
+	gboolean uuid;
 	gboolean libvirt;   /* written among the libvirt metrics (--connect) */
 	/* Prometheus: the label in the entity's info metric; KEY puts it on
 	 * every metric of the entity too */
@@ -94,12 +97,15 @@ typedef struct {
 	/* Prometheus metric of value 1 carrying all the labels, NULL: none */
 	const gchar *info;
 	const gchar *info_help;
+	/* the info metric leaves out labels of unknown values (else "") */
+	gboolean info_known;
 } UsEntity;
 
 extern const UsEntity us_host_entity;
 extern const UsEntity us_domain_entity;
 extern const UsEntity us_libvirt_entity;  /* items: domains with d->lv */
 extern const UsEntity us_vcpu_entity;
+extern const UsEntity us_cputune_entity;  /* items: domains with d->lv->have_tune */
 extern const UsEntity us_cgroup_entity;
 
 void us_metric_value(const UsMetric *m, const UsItem *it, UsValue *val);
