@@ -11,6 +11,10 @@
 #include <glib.h>
 
 #include "config.h"
+#ifdef HAVE_EXPORTER
+# include "exporter.h"
+#endif
+#include "listen.h"
 #ifdef HAVE_LIBVIRT
 # include "libvirt.h"
 #endif
@@ -39,7 +43,7 @@ sleep_interval(gdouble seconds)
 		;
 }
 
-typedef enum { MODE_TOP, MODE_REPORT } Mode;
+typedef enum { MODE_TOP, MODE_REPORT, MODE_EXPORTER } Mode;
 typedef enum { FMT_JSON, FMT_PROM } Format;
 
 typedef struct {
@@ -52,11 +56,13 @@ typedef struct {
 	gboolean json, prometheus, no_timestamp;
 	gchar *output;
 	gchar *connect;
+	gchar *listen;
 } Args;
 
 static const char usage_text[] =
 	"Usage: unsteal top    [--interval S] [--count N] [--vcpus] [options]\n"
 	"       unsteal report --interval S [--count N] [--json | --prometheus] [options]\n"
+	"       unsteal exporter --listen ADDR:PORT [--interval S] [options]\n"
 	"       unsteal --version\n"
 	"Run 'unsteal COMMAND --help' for the options of a command.\n";
 
@@ -97,6 +103,18 @@ parse_args(int argc, char **argv, Args *a, gint *status)
 		  "Replace FILE atomically with each sample instead of writing to stdout", "FILE" },
 		{ NULL, 0, 0, 0, NULL, NULL, NULL }
 	};
+	GOptionEntry exporter[] = {
+		{ "listen", 'l', 0, G_OPTION_ARG_STRING, &a->listen,
+		  "Serve GET /metrics on ADDR:PORT (IPv4 address or host name, "
+		  "[IPv6] address, or nothing for every address; port 0 = any "
+		  "free one)", "ADDR:PORT" },
+		{ NULL, 0, 0, 0, NULL, NULL, NULL }
+	};
+	static const gchar *const contexts[] = {
+		[MODE_TOP] = "- per-domain steal table",
+		[MODE_REPORT] = "- steal samples for scripts",
+		[MODE_EXPORTER] = "- Prometheus exporter: serve /metrics over HTTP",
+	};
 
 	memset(a, 0, sizeof(*a));
 	a->interval = 2.0;
@@ -123,18 +141,27 @@ parse_args(int argc, char **argv, Args *a, gint *status)
 		a->mode = MODE_TOP;
 	} else if (strcmp(argv[1], "report") == 0) {
 		a->mode = MODE_REPORT;
+	} else if (strcmp(argv[1], "exporter") == 0) {
+		a->mode = MODE_EXPORTER;
+#ifndef HAVE_EXPORTER
+		fprintf(stderr, "unsteal: exporter: this build has no HTTP server "
+			"(built without libmicrohttpd-dev); rebuild with it, or use "
+			"'unsteal report --prometheus --output FILE' for a textfile "
+			"collector\n");
+		return FALSE;
+#endif
 	} else {
 		fprintf(stderr, "unsteal: unknown command '%s'\n%s", argv[1], usage_text);
 		return FALSE;
 	}
 
-	ctx = g_option_context_new(a->mode == MODE_TOP ? "- per-domain steal table"
-				   : "- steal samples for scripts");
+	ctx = g_option_context_new(contexts[a->mode]);
 	g_option_context_set_summary(ctx,
 		"Measures vCPU utilisation and steal from /proc schedstat and splits\n"
 		"steal into busy steal and idle steal (see docs/unsteal.md).");
 	g_option_context_add_main_entries(ctx, common, NULL);
-	g_option_context_add_main_entries(ctx, a->mode == MODE_TOP ? top : report, NULL);
+	g_option_context_add_main_entries(ctx, a->mode == MODE_TOP ? top :
+					  a->mode == MODE_REPORT ? report : exporter, NULL);
 	argv[1] = argv[0];
 	argc--;
 	argv++;
@@ -165,6 +192,26 @@ parse_args(int argc, char **argv, Args *a, gint *status)
 		fprintf(stderr, "unsteal: --json and --prometheus are exclusive\n");
 		return FALSE;
 	}
+	if (a->mode == MODE_EXPORTER && !a->listen) {
+		fprintf(stderr, "unsteal: exporter needs --listen ADDR:PORT\n");
+		return FALSE;
+	}
+	if (a->mode == MODE_EXPORTER) {
+		gchar *host = NULL, *msg = NULL;
+		guint port;
+
+		if (!us_listen_parse(a->listen, &host, &port, &msg)) {
+			fprintf(stderr, "unsteal: exporter: %s\n", msg);
+			g_free(msg);
+			return FALSE;
+		}
+		g_free(host);
+	}
+	if (a->mode == MODE_EXPORTER && a->roots && g_strv_length(a->roots) > 1) {
+		fprintf(stderr, "unsteal: exporter samples one tree again and again: "
+			"give --root once\n");
+		return FALSE;
+	}
 #ifndef HAVE_LIBVIRT
 	if (a->connect) {
 		fprintf(stderr, "unsteal: --connect: this build has no libvirt support "
@@ -192,11 +239,24 @@ parse_args(int argc, char **argv, Args *a, gint *status)
 	return TRUE;
 }
 
+#ifdef HAVE_EXPORTER
+static UsExporter *exporter;
+#endif
+
 static void
 emit(const Args *a, const UsResult *r, const UsOutputOptions *oo, gboolean first)
 {
 	GString *out = g_string_new(NULL);
 
+#ifdef HAVE_EXPORTER
+	if (a->mode == MODE_EXPORTER) {
+		/* what was skipped is in unsteal_skipped, not in the log */
+		us_output_prometheus(out, r, oo);
+		us_exporter_publish(exporter, out->str, out->len);
+		g_string_free(out, TRUE);
+		return;
+	}
+#endif
 	if (a->mode == MODE_TOP) {
 		if (isatty(STDOUT_FILENO))
 			g_string_append(out, "\033[H\033[2J");
@@ -260,6 +320,23 @@ main(int argc, char **argv)
 	setlocale(LC_NUMERIC, "C");
 	if (!parse_args(argc, argv, &a, &status))
 		goto out_args;
+#ifdef HAVE_EXPORTER
+	/* a bad or busy address fails before anything is sampled */
+	if (a.mode == MODE_EXPORTER) {
+		gchar *err = NULL, *bound = NULL;
+
+		exporter = us_exporter_new(a.listen, &bound, &err);
+		if (!exporter) {
+			fprintf(stderr, "unsteal: exporter: %s\n", err);
+			g_free(err);
+			status = 1;
+			goto out_args;
+		}
+		fprintf(stderr, "unsteal: exporter: serving /metrics on %s, "
+			"sampling every %g s\n", bound, a.interval);
+		g_free(bound);
+	}
+#endif
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -327,7 +404,11 @@ main(int argc, char **argv)
 	us_libvirt_free(lv);
 #endif
 out_args:
+#ifdef HAVE_EXPORTER
+	us_exporter_free(exporter);
+#endif
 	g_strfreev(a.roots);
+	g_free(a.listen);
 	g_free(a.output);
 	g_free(a.connect);
 	return status;

@@ -11,8 +11,9 @@ BUILDDIR = os.path.join(BUILD, "unsteal-build")
 
 def build():
     env = {"PATH": "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin"}
-    # libvirt mode (unsteal --connect) is part of what we test: require it.
-    opts = [f"-Dlab_build_dir={BUILD}", "-Dlibvirt=enabled"]
+    # libvirt mode (unsteal --connect) and the exporter (unsteal exporter)
+    # are part of what we test: require them.
+    opts = [f"-Dlab_build_dir={BUILD}", "-Dlibvirt=enabled", "-Dexporter=enabled"]
     log = os.path.join(BUILD, "logs", "unsteal-meson-setup.log")
     if not os.path.exists(os.path.join(BUILDDIR, "build.ninja")):
         step(f"src: meson setup {BUILDDIR}")

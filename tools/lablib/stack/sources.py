@@ -36,8 +36,9 @@ PACKAGES = {
     # bash-static: run_vmtests.sh in the kselftest guest, which has busybox only
     "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "bash-static",
                          "libcgroup-dev", "valgrind", "iproute2", "dmidecode"],
-    # unsteal --connect: libvirt's client library (Debian's, not the lab's)
-    "unsteal build": ["libvirt-dev", "libxml2-dev"],
+    # unsteal --connect: libvirt's client library (Debian's, not the lab's);
+    # unsteal exporter: libmicrohttpd
+    "unsteal build": ["libvirt-dev", "libxml2-dev", "libmicrohttpd-dev"],
     # tests/tools/test_guest_programs.py: the programs that run inside guests
     "lint": ["shellcheck", "pyflakes3"],
 }
