@@ -158,7 +158,7 @@ parse_args(int argc, char **argv, Args *a, gint *status)
 	ctx = g_option_context_new(contexts[a->mode]);
 	g_option_context_set_summary(ctx,
 		"Measures vCPU utilisation and steal from /proc schedstat and splits\n"
-		"steal into busy steal and idle steal (see docs/unsteal.md).");
+		"steal into busy steal and idle steal (see unsteal(8)).");
 	g_option_context_add_main_entries(ctx, common, NULL);
 	g_option_context_add_main_entries(ctx, a->mode == MODE_TOP ? top :
 					  a->mode == MODE_REPORT ? report : exporter, NULL);
