@@ -10,9 +10,11 @@ in each stack's BASE file.
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 
-from ..common import LabError, SOURCES, run, sha256_file, step, mkdirs, read_kv
+from ..common import CACHE, LabError, SOURCES, run, sha256_file, step, mkdirs, read_kv
 
 SRC_LIST = "/etc/apt/sources.list.d/unsteal-src.sources"
 SRC_SUITES = ["bookworm", "bookworm-updates", "bookworm-backports", "trixie"]
@@ -202,8 +204,43 @@ def fetch_base(stack_dir, which=("orig",)):
     return base, paths
 
 
+# promtool, which checks unsteal's scrapes (tests/integration/test_unsteal_exporter.py)
+# and rules (docs/prometheus/), ships in Debian's prometheus package.  Installing
+# that package would also start a Prometheus server, so setup takes promtool out
+# of the .deb that apt downloads (and verifies against the signed index) instead.
+def _promtool_path(cache=None):
+    return os.path.join(cache or CACHE, "promtool", "promtool")
+
+
+def promtool(cache=None):
+    """promtool: on PATH, else the one setup extracted into the cache (the
+    configured one, or the directory given); None when neither."""
+    found = shutil.which("promtool")
+    if found:
+        return found
+    path = _promtool_path(cache)
+    return path if os.access(path, os.X_OK) else None
+
+
+def ensure_promtool():
+    if promtool():
+        return
+    step("apt: promtool: extracting it from Debian's prometheus package (apt-get download)")
+    with tempfile.TemporaryDirectory() as tmp:
+        run(["apt-get", "download", "-q", "prometheus"], cwd=tmp, quiet=True)
+        debs = [f for f in os.listdir(tmp) if f.endswith(".deb")]
+        if len(debs) != 1:
+            raise LabError(f"apt-get download prometheus gave {debs}")
+        run(["dpkg-deb", "-x", os.path.join(tmp, debs[0]), os.path.join(tmp, "x")], quiet=True)
+        dest = _promtool_path()
+        mkdirs(os.path.dirname(dest))
+        shutil.copy(os.path.join(tmp, "x", "usr", "bin", "promtool"), dest + ".part")
+        os.rename(dest + ".part", dest)
+
+
 def setup():
     if os.geteuid() != 0:
         raise LabError("tools/lab setup needs root (apt)")
     ensure_deb_src()
     ensure_packages()
+    ensure_promtool()
