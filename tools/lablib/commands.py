@@ -93,6 +93,9 @@ def cmd_bench(args):
 
 
 def cmd_package(args):
+    if args.what == "unsteal":
+        from .package import upackage
+        return upackage.command(args)
     from .package import package
     return package.command(args)
 

@@ -268,38 +268,53 @@ def build_root(stack_dir, base, info):
     return root, bdir
 
 
+def buildpackage(root, info, tag, jobs=None):
+    """dpkg-buildpackage -b in a root from build_root(), as an unprivileged user
+    without network, its test suite on; returns (log text, meson test counts,
+    seconds)."""
+    jobs = jobs or os.cpu_count() or 2
+    log = os.path.join(BUILD, "logs", f"package-{tag}-build.log")
+    step(f"package: dpkg-buildpackage -b -uc -us (parallel={jobs}, test suite on, no "
+         f"network); log: {_rel(log)}")
+    script = (f"cd /build/src && export DEB_BUILD_OPTIONS='parallel={jobs}' "
+              f"SOURCE_DATE_EPOCH={info['ts']} && "
+              f"dpkg-buildpackage -b -uc -us -rfakeroot")
+    rc, secs = watch(root.argv(script, user="builder", net=False), log, "package: building")
+    text = open(log, errors="replace").read()
+    counts = mesonlog.summary(text)
+    if rc != 0:
+        raise LabError(f"dpkg-buildpackage failed ({rc}) after {secs / 60:.0f} min; "
+                       f"test summary {counts or 'none'}; see {log}\n"
+                       + "\n".join(text.splitlines()[-30:]))
+    step(f"package: built in {secs / 60:.1f} min; meson test: "
+         + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return text, counts, secs
+
+
+def lintian(root, tag, files="*.changes"):
+    """lintian on the build's .changes (and whatever else files names in
+    /build), as Debian's own upload checks run it; returns (log path,
+    {'E': errors, 'W': warnings, 'I': info})."""
+    lint_log = os.path.join(BUILD, "logs", f"package-{tag}-lintian.log")
+    root.run("cd /build && lintian --info --display-level '>=info' --fail-on none "
+             + files, user="builder", log=lint_log, check=False)
+    lint = open(lint_log, errors="replace").read()
+    tags = {k: len(re.findall(rf"^{k}: ", lint, re.M)) for k in ("E", "W", "I")}
+    step(f"package: lintian: {tags['E']} error(s), {tags['W']} warning(s), {tags['I']} "
+         f"info; {_rel(lint_log)}")
+    return lint_log, tags
+
+
 def build(stack_dir, jobs=None, keep_root=False):
     base, info = prepare(stack_dir)
     version = info["version"]
     jobs = jobs or os.cpu_count() or 2
     root, bdir = build_root(stack_dir, base, info)
-    logs = os.path.join(BUILD, "logs")
     tag = f"{base['package']}-{version}"
     try:
-        log = os.path.join(logs, f"package-{tag}-build.log")
-        step(f"package: dpkg-buildpackage -b -uc -us (parallel={jobs}, test suite on, no "
-             f"network); log: {_rel(log)}")
-        script = (f"cd /build/src && export DEB_BUILD_OPTIONS='parallel={jobs}' "
-                  f"SOURCE_DATE_EPOCH={info['ts']} && "
-                  f"dpkg-buildpackage -b -uc -us -rfakeroot")
-        rc, secs = watch(root.argv(script, user="builder", net=False), log,
-                          "package: building")
-        text = open(log, errors="replace").read()
-        counts = mesonlog.summary(text)
-        if rc != 0:
-            raise LabError(f"dpkg-buildpackage failed ({rc}) after {secs / 60:.0f} min; "
-                           f"test summary {counts or 'none'}; see {log}\n"
-                           + "\n".join(text.splitlines()[-30:]))
-        step(f"package: built in {secs / 60:.1f} min; meson test: "
-             + ", ".join(f"{k} {v}" for k, v in counts.items()))
-        # lintian, as Debian's own upload checks run it.
-        lint_log = os.path.join(logs, f"package-{tag}-lintian.log")
-        root.run("cd /build && lintian --info --display-level '>=info' --fail-on none "
-                 "*.changes", user="builder", log=lint_log, check=False)
-        lint = open(lint_log, errors="replace").read()
-        tags = {k: len(re.findall(rf"^{k}: ", lint, re.M)) for k in ("E", "W", "I")}
-        step(f"package: lintian: {tags['E']} error(s), {tags['W']} warning(s), {tags['I']} "
-             f"info; {_rel(lint_log)}")
+        log = os.path.join(BUILD, "logs", f"package-{tag}-build.log")
+        text, counts, secs = buildpackage(root, info, tag, jobs)
+        lint_log, tags = lintian(root, tag)
         out = outdir(base)
         shutil.rmtree(out, ignore_errors=True)
         mkdirs(out)
@@ -338,19 +353,11 @@ def build(stack_dir, jobs=None, keep_root=False):
             root.remove()
 
 
-def install_check(stack_dir):
-    """Install the built packages into a fresh root of the suite with apt and run them."""
-    base = read_kv(os.path.join(stack_dir, "BASE"))
-    version = local_version(base)
-    out = outdir(base)
-    debs = glob.glob(os.path.join(out, "*.deb"))
-    if not debs:
-        raise LabError(f"no packages in {_rel(out)}; run tools/lab package libvirt "
-                       f"--stack {_rel(stack_dir)} first")
-    rootdir = os.path.join(workdir(base), "install-root")
-    root = chroot.Root(chroot.base_tarball(base["suite"]), rootdir)
-    tag = f"{base['package']}-{version}"
-    log = os.path.join(BUILD, "logs", f"package-{tag}-install.log")
+def install_root(suite, debs, rootdir):
+    """A fresh root of the suite whose apt also sees debs, in a local
+    repository (/srv/unsteal-debs): apt installs them with their
+    dependencies from the archive.  The caller removes it."""
+    root = chroot.Root(chroot.base_tarball(suite), rootdir)
     try:
         repo = os.path.join(rootdir, "srv", "unsteal-debs")
         mkdirs(repo)
@@ -363,6 +370,25 @@ def install_check(stack_dir):
                   "w") as fh:
             fh.write("Types: deb\nURIs: file:/srv/unsteal-debs\nSuites: ./\n"
                      "Trusted: yes\n")
+    except BaseException:
+        root.remove()
+        raise
+    return root
+
+
+def install_check(stack_dir):
+    """Install the built packages into a fresh root of the suite with apt and run them."""
+    base = read_kv(os.path.join(stack_dir, "BASE"))
+    version = local_version(base)
+    out = outdir(base)
+    debs = glob.glob(os.path.join(out, "*.deb"))
+    if not debs:
+        raise LabError(f"no packages in {_rel(out)}; run tools/lab package libvirt "
+                       f"--stack {_rel(stack_dir)} first")
+    root = install_root(base["suite"], debs, os.path.join(workdir(base), "install-root"))
+    tag = f"{base['package']}-{version}"
+    log = os.path.join(BUILD, "logs", f"package-{tag}-install.log")
+    try:
         step(f"install check: apt-get install {' '.join(INSTALL)} in a fresh {base['suite']} "
              f"root; log: {_rel(log)}")
         pkgs = " ".join(INSTALL)

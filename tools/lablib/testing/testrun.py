@@ -10,7 +10,8 @@ tests); the builds; libvirt's own test suite and syntax-check on the patched
 tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
 and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
-the lab daemon); the libvirt integration tests again inside the test host,
+the lab daemon); unsteal's own Debian package, built and installed; the
+libvirt integration tests again inside the test host,
 on each row of the host matrix (tools/lablib/testing/testhost.py); the kernel
 selftests in QEMU once the kernel series has patches.
 
@@ -103,6 +104,12 @@ def run_all(quick=False):
         t.stage(f"{other.key}: libvirt's own test suite" + ("" if quick else " and syntax-check"),
                 lambda s=other: libvirt.test_suite(syntax_check=not quick, stack=s))
     t.stage("our tests (meson test)", ownsrc.test)
+    # unsteal's own Debian package: small enough to build in full (its tests,
+    # lintian clean, installed with apt in a fresh Debian 13 root).
+    if os.geteuid() == 0:
+        from ..package import upackage
+        t.stage("unsteal package: build with its tests, lintian, install check (Debian 13)",
+                upackage.build_and_check)
     # The same libvirt integration tests on the hosts of the matrix: a
     # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and
     # without machined), v2 without systemd, v1 under systemd and v1 with
