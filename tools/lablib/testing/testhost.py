@@ -48,7 +48,8 @@ VARIANTS = {
                 "as a service",
         "append": "systemd.unified_cgroup_hierarchy=1 systemd.show_status=error "
                   "unsteal.machined=0",
-        "tests": TESTS_V2,
+        # and unsteal's package: its exporter service under systemd
+        "tests": TESTS_V2 + ["unsteal_service"],
     },
     "v2-machined": {
         "desc": "cgroup v2 (unified), systemd 257 with systemd-machined: domains are "

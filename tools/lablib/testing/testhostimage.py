@@ -8,7 +8,10 @@ _build/testhost/root from it: the repository's tools/ and tests/ under
 units masked), the unsteal binary, the benchmark's spinner and spin-boot
 image, and what starts the integration tests at boot, from tools/testhost/:
 the runner script with its configuration, its systemd unit, and
-unsteal-init, PID 1 of the variants without systemd.
+unsteal-init, PID 1 of the variants without systemd.  unsteal's own .deb
+('tools/lab package unsteal') is installed into it with dpkg, its
+dependencies being in the runtime root, so that its exporter service runs
+as the package sets it up.
 mkfs.ext4 -d then writes that root into _build/testhost/testhost.img (no
 mounts); Debian's kernel and initrd are copied out beside it for
 'boot --kernel debian'.  kernel_image() builds the lab kernel (lab.config)
@@ -25,7 +28,7 @@ import time
 
 from ..common import LabError, ROOT, mkdirs, run, step
 from ..stack import stacks
-from ..package.chroot import rmtree, unpack
+from ..package.chroot import Root, no_services, rmtree, unpack
 from .testhostroot import (IN, IN_BUILD, IN_PREFIX, LIBVIRT_FROM, LOGS, TH, base_tarball,
                            build_in_root, package_debs, runtime_tarball, write_file)
 
@@ -165,16 +168,53 @@ def make_image(root):
     return IMAGE
 
 
+def _unsteal_deb():
+    """The .deb of 'tools/lab package unsteal' (built when there is none):
+    the image has it installed, for its exporter service (tools/lab test
+    builds it in the stage before)."""
+    from ..package import upackage
+    deb = upackage.main_deb()
+    if deb is None:
+        step("testhost: no unsteal package yet: tools/lab package unsteal")
+        deb = upackage.main_deb(upackage.build())
+    return deb
+
+
+def _deb_depends(deb):
+    """The packages a .deb depends on (the first of each alternative), so that
+    the cached runtime root has them and dpkg -i needs no archive."""
+    dep = run(["dpkg-deb", "-f", deb, "Depends"], capture=True).stdout
+    return sorted({alt.split("|")[0].split("(")[0].strip()
+                   for alt in dep.split(",") if alt.strip()})
+
+
+def install_deb(root, deb):
+    """dpkg -i a .deb into the assembled root: its maintainer scripts enable
+    its services (policy-rc.d keeps them from starting in the chroot)."""
+    step(f"testhost: installing {os.path.basename(deb)} into the root (dpkg -i)")
+    shutil.copy2(deb, root + "/tmp/")
+    prc = no_services(root)
+    try:
+        Root(None, root).run(f"dpkg -i /tmp/{shlex.quote(os.path.basename(deb))}",
+                             log=os.path.join(LOGS, "testhost-unsteal-deb.log"))
+    finally:
+        os.unlink(prc)
+        os.unlink(root + "/tmp/" + os.path.basename(deb))
+
+
 def build(libvirt_from="tree"):
     t0 = time.monotonic()
     if libvirt_from not in LIBVIRT_FROM:
         raise LabError(f"--libvirt {libvirt_from!r}: one of {', '.join(LIBVIRT_FROM)}")
     mkdirs(TH, LOGS)
     debs = package_debs() if libvirt_from == "packages" else None
+    unsteal_deb = _unsteal_deb()
     base_tarball()
     broot = build_in_root(libvirt_from)
-    root_tar, pkgs = runtime_tarball(broot, libvirt_from, debs)
+    root_tar, pkgs = runtime_tarball(broot, libvirt_from, debs,
+                                     extra=_deb_depends(unsteal_deb))
     root = assemble(root_tar, broot, libvirt_from, debs[0] if debs else None)
+    install_deb(root, unsteal_deb)
     make_image(root)
     rmtree(root)
     with open(os.path.join(TH, "image.json"), "w") as fh:

@@ -306,14 +306,14 @@ def package_debs(stack_dir=None):
     return version, debs
 
 
-def runtime_tarball(buildroot, libvirt_from="tree", debs=None):
+def runtime_tarball(buildroot, libvirt_from="tree", debs=None, extra=()):
     """The cached runtime root for what build_in_root() built in buildroot:
-    base plus the packages of its shared libraries, KERNEL_PACKAGES and
-    HOST_PACKAGES (with debs from package_debs(), also PACKAGE_INSTALL and our
-    .debs); (tarball, its package list)."""
+    base plus the packages of its shared libraries, KERNEL_PACKAGES,
+    HOST_PACKAGES and extra (with debs from package_debs(), also
+    PACKAGE_INSTALL and our .debs); (tarball, its package list)."""
     pkgs = runtime_packages(buildroot, libvirt_from)
     step(f"testhost: runtime libraries come from {len(pkgs)} package(s): {' '.join(pkgs)}")
-    pkgs = sorted(set(pkgs) | set(KERNEL_PACKAGES) | set(HOST_PACKAGES))
+    pkgs = sorted(set(pkgs) | set(KERNEL_PACKAGES) | set(HOST_PACKAGES) | set(extra))
     if debs:
         pkgs = sorted(set(pkgs) | set(PACKAGE_INSTALL))
         h = hashlib.sha256()
