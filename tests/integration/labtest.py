@@ -232,19 +232,24 @@ def diagnose(since):
     return "\n".join(out)
 
 
-def run(main):
-    """Run a test body with a TAP object; always stop the lab afterwards."""
-    require_lab()
-    print(f"# lab daemon: libvirt stack {stacks.lab_libvirt().key} ({PREFIX})", flush=True)
+def run(main, lab=True):
+    """Run a test body with a TAP object; always stop the lab afterwards.
+    lab=False: a test that needs neither the lab daemon nor root; the lab
+    is then neither required nor stopped."""
+    if lab:
+        require_lab()
+        print(f"# lab daemon: libvirt stack {stacks.lab_libvirt().key} ({PREFIX})", flush=True)
     tap = TAP()
     start = time.time()
     try:
         main(tap)
     except Exception:
-        tap.ok(False, "test body raised", traceback.format_exc() + diagnose(start))
+        tap.ok(False, "test body raised",
+               traceback.format_exc() + (diagnose(start) if lab else ""))
     finally:
         try:
-            daemon.stop()
+            if lab:
+                daemon.stop()
         except Exception as e:
             tap.ok(False, "tools/lab stop after the test", e)
     tap.done()

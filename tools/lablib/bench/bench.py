@@ -13,7 +13,7 @@ def command(args):
     argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     what = ["sched", "guests", "control"] if args.what == "all" else [args.what]
     if args.replot and ("wakers" in what or "mixed" in what
-                        or "tuned" in what):
+                        or "tuned" in what or "exporter" in what):
         raise LabError(f"bench {args.what} has no plots to redraw")
     if args.replot:
         for w in what:
@@ -47,6 +47,11 @@ def command(args):
             kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
                   if v is not None}
             benchtuned.run_bench(outdir=args.out, command=argv, **kw)
+        elif w == "exporter":
+            from . import benchexporter
+            kw = {k: v for k, v in (("sizes", args.mix), ("reps", args.reps),
+                                    ("seconds", args.seconds)) if v is not None}
+            benchexporter.run_bench(outdir=args.out, command=argv, **kw)
         elif w == "control":
             from . import benchcontrol
             kw = {"reps": args.reps} if args.reps is not None else {}

@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""What the benchmarks share: option checks, the lab they need, medians,
-and writing their results.  The benchmark modules import this one; it
-imports none of them."""
+"""What the benchmarks share: option checks, the lab they need, the
+programs of tools/bench/ compiled and stopped, medians, and writing their
+results.  The benchmark modules import this one; it imports none of them."""
 
 import json
 import os
 import statistics
+import subprocess
 
-from ..common import LabError, mkdirs
+from ..common import BUILD, ROOT, LabError, mkdirs, run, step
 
 
 def check_args(mixes, known, reps, seconds):
@@ -35,6 +36,31 @@ def prepare_lab(what, stock=False):
     guest.build_initramfs()
     if not libvirt.has_vcpu_cgroup():
         raise LabError(f"bench {what} needs the patched libvirt (vcpu_cgroup in qemu.conf)")
+
+
+def build_program(name):
+    """tools/bench/NAME.c compiled into _build/bench/NAME unless that is newer
+    than the source; its path."""
+    src = os.path.join(ROOT, "tools", "bench", f"{name}.c")
+    binary = os.path.join(BUILD, "bench", name)
+    mkdirs(os.path.dirname(binary))
+    if os.path.exists(binary) and os.path.getmtime(binary) >= os.path.getmtime(src):
+        return binary
+    step(f"bench: compiling tools/bench/{name}.c")
+    run(["gcc", "-O2", "-Wall", "-Wextra", "-pthread", "-o", binary, src], quiet=True)
+    return binary
+
+
+def close_and_wait(proc, timeout=10):
+    """End a child that runs until its stdin closes: close it, wait, and
+    kill the child if it is still there after timeout seconds."""
+    if proc.poll() is None:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def median(xs):

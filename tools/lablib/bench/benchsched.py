@@ -26,12 +26,11 @@ import statistics
 import subprocess
 import time
 
-from ..common import BUILD, ROOT, LabError, mkdirs, require_root, run, step, warn
+from ..common import BUILD, LabError, require_root, step, warn
 from ..lab import cgroupfs, measure
 from ..config import VCPU_CGROUP_MODES as MODES
-from .benchkit import check_args, median, publish
+from .benchkit import build_program, check_args, close_and_wait, median, publish
 
-SPIN_SRC = os.path.join(ROOT, "tools", "bench", "vcpu-spin.c")
 SPIN_BIN = os.path.join(BUILD, "bench", "vcpu-spin")
 BENCH_GROUP = "unsteal-bench"
 TOP_SHARES = 10240
@@ -56,13 +55,7 @@ MIXES = {
 
 
 def build_spinner():
-    mkdirs(os.path.dirname(SPIN_BIN))
-    if (os.path.exists(SPIN_BIN)
-            and os.path.getmtime(SPIN_BIN) >= os.path.getmtime(SPIN_SRC)):
-        return SPIN_BIN
-    step("bench: compiling tools/bench/vcpu-spin.c")
-    run(["gcc", "-O2", "-Wall", "-Wextra", "-pthread", "-o", SPIN_BIN, SPIN_SRC], quiet=True)
-    return SPIN_BIN
+    return build_program("vcpu-spin")
 
 
 def fmt(x, spec=".2f"):
@@ -160,13 +153,7 @@ class Domain:
             raise LabError(f"bench: vcpu-spin for {name} did not start its threads")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        close_and_wait(self.proc)
 
 
 def cpu_times():
