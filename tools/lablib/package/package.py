@@ -305,6 +305,21 @@ def lintian(root, tag, files="*.changes"):
     return lint_log, tags
 
 
+def collect(bdir, srcdir, out, lint_log):
+    """A build's results into out, made anew: the binary packages with their
+    .buildinfo and .changes from bdir, the source package from srcdir (links
+    followed: the orig tarball is one), and the lintian log as lintian.txt."""
+    shutil.rmtree(out, ignore_errors=True)
+    mkdirs(out)
+    for pat in ("*.deb", "*.ddeb", "*.buildinfo", "*.changes"):
+        for f in glob.glob(os.path.join(bdir, pat)):
+            shutil.copy(f, out)
+    for f in glob.glob(os.path.join(srcdir, "*")):
+        if os.path.isfile(f):
+            shutil.copy(os.path.realpath(f), out)
+    shutil.copy(lint_log, os.path.join(out, "lintian.txt"))
+
+
 def build(stack_dir, jobs=None, keep_root=False):
     base, info = prepare(stack_dir)
     version = info["version"]
@@ -316,15 +331,7 @@ def build(stack_dir, jobs=None, keep_root=False):
         text, counts, secs = buildpackage(root, info, tag, jobs)
         lint_log, tags = lintian(root, tag)
         out = outdir(base)
-        shutil.rmtree(out, ignore_errors=True)
-        mkdirs(out)
-        for pat in ("*.deb", "*.ddeb", "*.buildinfo", "*.changes"):
-            for f in glob.glob(os.path.join(bdir, pat)):
-                shutil.copy(f, out)
-        for f in glob.glob(os.path.join(info["srcdir"], "*")):
-            if os.path.isfile(f):
-                shutil.copy(os.path.realpath(f), out)
-        shutil.copy(lint_log, os.path.join(out, "lintian.txt"))
+        collect(bdir, info["srcdir"], out, lint_log)
         ours_ok = []
         for t in OUR_TESTS:
             # " 132/161 libvirt:bin / NAME   OK" (11.x) or " 130/174 NAME   OK" (9.x)

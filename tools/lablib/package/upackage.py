@@ -101,15 +101,7 @@ def build(jobs=None, keep_root=False):
         # the binary build's .changes, and the source package
         lint_log, tags = package.lintian(root, tag, files="*.changes *.dsc")
         out = outdir()
-        shutil.rmtree(out, ignore_errors=True)
-        mkdirs(out)
-        for pat in ("*.deb", "*.ddeb", "*.buildinfo", "*.changes"):
-            for f in glob.glob(os.path.join(bdir, pat)):
-                shutil.copy(f, out)
-        for f in glob.glob(os.path.join(info["srcdir"], "*")):
-            if os.path.isfile(f):
-                shutil.copy(f, out)
-        shutil.copy(lint_log, os.path.join(out, "lintian.txt"))
+        package.collect(bdir, info["srcdir"], out, lint_log)
         if tags["E"] or tags["W"]:
             lines = [ln for ln in open(lint_log, errors="replace") if ln[:2] in ("E:", "W:")]
             raise LabError(f"lintian: {tags['E']} error(s), {tags['W']} warning(s):\n"
