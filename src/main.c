@@ -61,7 +61,7 @@ typedef struct {
 
 static const char usage_text[] =
 	"Usage: unsteal top    [--interval S] [--count N] [--vcpus] [options]\n"
-	"       unsteal report --interval S [--count N] [--json | --prometheus] [options]\n"
+	"       unsteal report [--interval S] [--count N] [--json | --prometheus] [options]\n"
 	"       unsteal exporter --listen ADDR:PORT [--interval S] [options]\n"
 	"       unsteal --version\n"
 	"Run 'unsteal COMMAND --help' for the options of a command.\n";
