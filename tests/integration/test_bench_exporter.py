@@ -22,20 +22,11 @@ import sys
 import tempfile
 
 import labtest
-from labtest import LabError
+from labtest import LabError, daemon
 from lablib.bench import benchexporter
 
 UNSTEAL = labtest.CONFIG.unsteal_bin
 DOMAINS, THREADS, SECONDS = 2, 5, 5
-
-
-def gone(pid):
-    """The process is no more: no /proc entry, or it is a zombie of another parent."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def main(t):
@@ -91,7 +82,7 @@ def main(t):
                                      m["rss_kib"]["max"], m["hwm_kib"])),
          "the summary has latency, CPU and memory figures")
     t.ok(all(m["checks"].values()), "the summary's checks passed", m["checks"])
-    t.ok(all(gone(pid) for pid in [run["exporter_pid"]] + run["domain_pids"]),
+    t.ok(all(daemon.gone(pid) for pid in [run["exporter_pid"]] + run["domain_pids"]),
          "the exporter and the fake domains are gone")
     print(f"# {DOMAINS} x {THREADS} vCPU threads, {SECONDS} s: exporter CPU "
           f"{run['cpu_pct']:.2f} %, latency p50 {m['latency_ms']['p50']:.2f} ms, "

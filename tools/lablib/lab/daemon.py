@@ -121,7 +121,7 @@ def _pid(name, where=None):
         return None
     # A daemon whose parent (an earlier tools/lab) is gone may linger as a
     # zombie until init reaps it: that is not a running daemon.
-    if _zombie(pid):
+    if gone(pid):
         return None
     return pid
 
@@ -255,7 +255,7 @@ def _kill(pid, name, timeout=15):
         return
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if not os.path.exists(f"/proc/{pid}") or _zombie(pid):
+        if not os.path.exists(f"/proc/{pid}") or gone(pid):
             _reap(pid)
             return
         time.sleep(0.1)
@@ -267,7 +267,8 @@ def _kill(pid, name, timeout=15):
     _reap(pid)
 
 
-def _zombie(pid):
+def gone(pid):
+    """The process is no more: no /proc entry, or a zombie not yet reaped."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"

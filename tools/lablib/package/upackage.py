@@ -22,6 +22,7 @@ The service itself starts under systemd in the test host
 (docs/testhost.md); docs/packaging.md is the guide.
 """
 
+import functools
 import glob
 import os
 import re
@@ -36,6 +37,7 @@ SUITE = "trixie"
 UNIT = "unsteal-exporter.service"
 
 
+@functools.lru_cache(maxsize=None)
 def version():
     """debian/changelog's version, refused unless it is meson.build's."""
     chl = run(["dpkg-parsechangelog", "-l", os.path.join(ROOT, "debian", "changelog"),
