@@ -6,8 +6,9 @@ No QEMU, no root: console transcripts of the shapes the test host prints
 program, the runner's summary and 'done') go through the parser and the
 verdict that 'tools/lab test' counts.  A row must only pass when the runner
 finished and reported at least one test program and none failed; and
-'boot --tests matrix' must boot each variant with the list 'tools/lab test'
-runs there.
+'boot --tests matrix' must boot each variant of the release asked for with
+the list 'tools/lab test' runs there (a Debian 12 image, which has no
+unsteal .deb, without unsteal_service).
 """
 
 import contextlib
@@ -23,10 +24,10 @@ WORK = tap.setup("unsteal-testhost-verdict-test-")
 ok = tap.ok
 
 from lablib import common  # noqa: E402
-from lablib.testing import qemuboot, testhost, testhostroot  # noqa: E402
+from lablib.testing import qemuboot, testhost, testhostrelease  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
-os.makedirs(testhostroot.TH, exist_ok=True)
+os.makedirs(testhostrelease.TH, exist_ok=True)
 
 UP = "Booting from ROM..\x1bc\x1b[?7l\x1b[2Junsteal-testhost: up 3.71 s, kernel 6.12, 2 CPUs"
 GOOD = [UP,
@@ -54,7 +55,7 @@ ok(res == (1, 0), "a finished run: one passed, the skipped program not counted",
 ok(out.up_at == 0.0 and out.guest_uptime == 3.71,
    "the 'up' line is found behind the firmware's terminal escapes",
    (out.up_at, out.guest_uptime))
-saved = json.load(open(os.path.join(testhostroot.TH, "result-v1-comounted.json")))
+saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
 ok(saved["skipped"] == ["vcpu_cgroup_v2"] and saved["assertions_ok"] == 2
    and saved["problems"] == [], "the result file names the skip and counts assertions",
    saved)
@@ -62,7 +63,7 @@ ok(saved["skipped"] == ["vcpu_cgroup_v2"] and saved["assertions_ok"] == 2
 bad = GOOD[:3] + ["# not ok 2 - busy vCPUs run", "not ok 1 - lab_guest"] + GOOD[5:]
 out, res = run(bad)
 ok(res == (0, 1), "a failed program fails the row", res)
-saved = json.load(open(os.path.join(testhostroot.TH, "result-v1-comounted.json")))
+saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
 ok(saved["assertions_not_ok"] == [[False, "lab_guest", "busy vCPUs run"]],
    "the failed assertion is recorded with its program", saved["assertions_not_ok"])
 
@@ -74,7 +75,7 @@ out, res = run([UP, "unsteal-testhost: 0 passed, 0 failed, 0 skipped",
 ok(res == (0, 1), "a finished run that reported no test program fails the row", res)
 
 out, res = run(["SeaBIOS", "Kernel panic - not syncing: VFS: Unable to mount root fs"])
-saved = json.load(open(os.path.join(testhostroot.TH, "result-v1-comounted.json")))
+saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
 ok(res == (0, 1) and any("did not boot to the runner" in p for p in saved["problems"])
    and any("Kernel panic" in p for p in saved["problems"]),
    "a kernel that never reached the runner fails the row and names the panic",
@@ -84,8 +85,8 @@ ok(res == (0, 1) and any("did not boot to the runner" in p for p in saved["probl
 calls = []
 
 
-def fake_boot(variant, timeout, tests, keep, kernel):
-    calls.append((variant, tests, kernel))
+def fake_boot(variant, timeout, tests, keep, kernel, rel):
+    calls.append((variant, tests, kernel, rel.name))
     o = qemuboot.Outcome()
     for i, line in enumerate([UP, "ok 1 - lab_guest", "unsteal-testhost: done"]):
         testhost._parse(o, line, float(i))
@@ -96,17 +97,37 @@ def fake_boot(variant, timeout, tests, keep, kernel):
 testhost.boot = fake_boot
 common.require_root = lambda what: None
 args = types.SimpleNamespace(action="boot", variant="all", tests="matrix", timeout=60,
-                             keep=False, kernel="ours")
+                             keep=False, kernel="ours", release=None)
 with contextlib.redirect_stdout(sys.stderr):
     rc = testhost.command(args)
-want = [(v, testhost.tests_in_host(v), "ours") for v in testhost.VARIANTS]
+want = [(v, testhost.tests_in_host(v), "ours", "debian-13") for v in testhost.VARIANTS]
 ok(rc == 0 and calls == want, "--tests matrix boots every variant with its in-host list",
    calls)
+ok(any("unsteal_service" in c[1] for c in calls),
+   "Debian 13's rows run unsteal_service (its image has the .deb)", calls)
 ok(any("vcpu_cgroup_machined" in c[1] for c in calls if c[0] == "v2-machined")
    and not any("vcpu_cgroup_machined" in c[1] for c in calls if c[0] != "v2-machined"),
    "only v2-machined runs the machined tests", calls)
 
 calls.clear()
+args.release = "debian-12"
+with contextlib.redirect_stdout(sys.stderr):
+    rc = testhost.command(args)
+d12 = testhostrelease.get("debian-12")
+ok(rc == 0 and [c[3] for c in calls] == ["debian-12"] * len(testhost.VARIANTS)
+   and [c[1] for c in calls] == [testhost.tests_in_host(v, d12) for v in testhost.VARIANTS],
+   "--release debian-12 boots the Debian 12 image's rows", calls)
+ok(not any("unsteal_service" in c[1] for c in calls)
+   and any("vcpu_cgroup_machined" in c[1] for c in calls),
+   "Debian 12's rows leave out unsteal_service only", calls)
+ok(d12.dir != testhostrelease.TH and d12.image.startswith(d12.dir + "/")
+   and d12.log("v2-systemd").endswith("testhost-debian-12-v2-systemd.log")
+   and testhostrelease.DEFAULT.log("v2-systemd").endswith("/testhost-v2-systemd.log"),
+   "the Debian 12 image, results and logs are its own; Debian 13 keeps its paths",
+   (d12.dir, d12.image, d12.log("v2-systemd")))
+
+calls.clear()
+args.release = None
 args.tests = "lab_guest,no_such_test"
 try:
     with contextlib.redirect_stdout(sys.stderr):

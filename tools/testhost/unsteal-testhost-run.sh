@@ -12,8 +12,11 @@
 #   UNSTEAL_TREE            the repository's copy (tools/, tests/): /unsteal
 #   UNSTEAL_BUILD           its _build directory
 #   UNSTEAL_TESTS           every integration test, in tests/meson.build's order
+#   UNSTEAL_RELEASE         the image's Debian release and libvirt, for the console
 #   UNSTEAL_LIBVIRT_DESC    which libvirt the image carries, for the console
 #   UNSTEAL_LIBVIRT_PREFIX  only with the Debian packages: /
+#   UNSTEAL_LIBVIRT_STACK   only when the image's libvirt is not libvirt's
+#                           default stack (the 9.0.0 port): its key
 # unsteal.tests=A,B on the kernel command line runs those tests instead.
 # shellcheck source=/dev/null
 . /usr/local/etc/unsteal-testhost-run.conf
@@ -22,9 +25,14 @@ export UNSTEAL_TESTHOST=1 PYTHONDONTWRITEBYTECODE=1 PATH=/usr/sbin:/usr/bin:/sbi
 if [ -n "$UNSTEAL_LIBVIRT_PREFIX" ]; then
     export UNSTEAL_LIBVIRT_PREFIX
 fi
+if [ -n "$UNSTEAL_LIBVIRT_STACK" ]; then
+    export UNSTEAL_LIBVIRT_STACK
+fi
 exec </dev/null
 echo "unsteal-testhost: up $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r)," \
      "PID 1 $(cat /proc/1/comm), $(nproc) CPUs"
+echo "unsteal-testhost: release: ${UNSTEAL_RELEASE:-unknown}," \
+     "systemd $(systemctl --version 2>/dev/null | sed -n '1s/^systemd \([0-9]*\).*/\1/p')"
 echo "unsteal-testhost: libvirt: $UNSTEAL_LIBVIRT_DESC"
 grep -E ' cgroup2? ' /proc/mounts | sed 's/^/unsteal-testhost: mount: /'
 [ -f /sys/fs/cgroup/cgroup.controllers ] &&

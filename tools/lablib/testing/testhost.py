@@ -1,17 +1,19 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""tools/lab testhost: a booted Debian 13 host with our libvirt, for the cgroup matrix.
+"""tools/lab testhost: a booted Debian host with our libvirt, for the cgroup matrix.
 
-'build' makes the image (testhostimage.py, from the cached roots of
-testhostroot.py).  'boot --variant V' boots it with the lab kernel
+'build' makes the image of a release (testhostrelease.py: Debian 13 with
+the 11.3.0 series, or with --release debian-12 Debian 12 with the 9.0.0
+port; testhostimage.py, from the cached roots of testhostroot.py).  'boot --variant V' boots it with the lab kernel
 (lab.config) or Debian's under QEMU TCG, on a fresh copy-on-write overlay.
 Each VARIANT is one row of the matrix: cgroup v1 or v2, with or without
 systemd and machined.  Inside, the runner starts the integration tests of
 tests/integration/ (the lab daemon runs in the test host, see
 UNSTEAL_TESTHOST in tools/lablib/lab/guest.py) and prints TAP, then
 'unsteal-testhost: N passed, N failed'.  qemuboot.py streams the serial
-console, logs it to _build/logs/testhost-VARIANT.log and parses it into an
-Outcome; verdict() counts it and writes _build/testhost/result-VARIANT.json.
-tools/lab test builds with test_build() and boots each row with test_row().
+console, logs it to the release's log (_build/logs/testhost-VARIANT.log for
+Debian 13) and parses it into an Outcome; verdict() counts it and writes
+result-VARIANT.json in the release's directory.  tools/lab test builds the
+Debian 13 image with test_build() and boots each row with test_row().
 """
 
 import fcntl
@@ -22,9 +24,9 @@ import re
 from ..common import LabError, ROOT, mkdirs, run, step
 from .qemuboot import Console, parse
 from .qemuboot import boot as boot_qemu
-from .testhostimage import (DEBIAN_INITRD, DEBIAN_KERNEL, IMAGE, build, integration_tests,
-                            kernel_image)
-from .testhostroot import LOGS, TH
+from . import testhostrelease
+from .testhostimage import build, integration_tests, kernel_image
+from .testhostrelease import DEFAULT, TH
 
 # What tools/lab test runs inside the test host, on every variant: the
 # libvirt integration tests.  The analyser's tests (unsteal_*) and the
@@ -44,7 +46,7 @@ TESTS_WITH_MACHINED = TESTS_V2 + ["vcpu_cgroup_machined", "vcpu_cgroup_weights",
 
 VARIANTS = {
     "v2-systemd": {
-        "desc": "cgroup v2 (unified), systemd 257 as PID 1 without machined; the tests run "
+        "desc": "cgroup v2 (unified), systemd as PID 1 without machined; the tests run "
                 "as a service",
         "append": "systemd.unified_cgroup_hierarchy=1 systemd.show_status=error "
                   "unsteal.machined=0",
@@ -52,7 +54,7 @@ VARIANTS = {
         "tests": TESTS_V2 + ["unsteal_service"],
     },
     "v2-machined": {
-        "desc": "cgroup v2 (unified), systemd 257 with systemd-machined: domains are "
+        "desc": "cgroup v2 (unified), systemd with systemd-machined: domains are "
                 "machines in scopes, the per-host partition is a slice",
         "append": "systemd.unified_cgroup_hierarchy=1 systemd.show_status=error",
         "tests": TESTS_WITH_MACHINED,
@@ -63,9 +65,9 @@ VARIANTS = {
         "tests": TESTS_V2,
     },
     "v1-systemd": {
-        "desc": "cgroup v1 under systemd 257 (forced back to v1, what Debian 12 boots with "
-                "systemd.unified_cgroup_hierarchy=0): cpu,cpuacct co-mounted plus systemd's "
-                "empty v2 hierarchy",
+        "desc": "cgroup v1 under systemd (systemd 257 forced back to v1; Debian 12's 252 "
+                "boots it with systemd.unified_cgroup_hierarchy=0 alone): cpu,cpuacct "
+                "co-mounted plus systemd's empty v2 hierarchy",
         "append": "systemd.unified_cgroup_hierarchy=0 SYSTEMD_CGROUP_ENABLE_LEGACY_FORCE=1 "
                   "systemd.show_status=error unsteal.machined=0",
         "tests": TESTS_V1,
@@ -92,19 +94,20 @@ def _parse(out, line, t_rel):
     parse(out, line, t_rel, CONSOLE)
 
 
-def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours"):
+def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAULT):
     if variant not in VARIANTS:
         raise LabError(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
-    if not os.path.exists(IMAGE):
-        raise LabError(f"{IMAGE} is missing: run tools/lab testhost build first")
+    if not os.path.exists(rel.image):
+        opt = "" if rel.default else f" --release {rel.name}"
+        raise LabError(f"{rel.image} is missing: run tools/lab testhost build{opt} first")
     if kernel == "ours":
         boot_files = ["-kernel", kernel_image()]
     else:
-        boot_files = ["-kernel", DEBIAN_KERNEL, "-initrd", DEBIAN_INITRD]
-    overlay = os.path.join(TH, f"run-{variant}.qcow2")
+        boot_files = ["-kernel", rel.debian_kernel, "-initrd", rel.debian_initrd]
+    overlay = os.path.join(rel.dir, f"run-{variant}.qcow2")
     if os.path.exists(overlay):
         os.unlink(overlay)
-    run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", IMAGE, overlay])
+    run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", rel.image, overlay])
     append = ("root=/dev/vda rw console=ttyS0 loglevel=4 panic=-1 unsteal.run=1 "
               + VARIANTS[variant]["append"])
     if tests:
@@ -117,9 +120,10 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours"):
            "-nographic", "-no-reboot", "-smp", "2", "-m", f"{MEMORY_MB}M", "-cpu", "max",
            "-nic", "none", "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
            "-append", append] + boot_files
-    log = os.path.join(LOGS, f"testhost-{variant}.log")
+    log = rel.log(variant)
     which = "our kernel" if kernel == "ours" else "Debian's kernel"
-    step(f"testhost: booting {variant} ({which}): {VARIANTS[variant]['desc']} "
+    step(f"testhost: booting {variant} of {rel.describe()} ({which}): "
+         f"{VARIANTS[variant]['desc']} "
          f"(watchdog {timeout} s; "
          f"console in {os.path.relpath(log, ROOT)})")
     try:
@@ -129,7 +133,7 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours"):
             os.unlink(overlay)
 
 
-def verdict(variant, out):
+def verdict(variant, out, rel=DEFAULT):
     passed = sum(1 for r in out.results if r.ok and not r.skipped)
     skipped = [r.name for r in out.results if r.skipped]
     failed = sum(1 for r in out.results if not r.ok)
@@ -157,12 +161,13 @@ def verdict(variant, out):
         print(f"lab: testhost: {variant}: not ok: {s.program}: {s.description}", flush=True)
     for p in problems:
         print(f"lab: testhost: {variant}: {p}", flush=True)
-    res = {"variant": variant, "up_s": out.up_at, "guest_uptime_s": out.guest_uptime,
+    res = {"variant": variant, "release": rel.name, "up_s": out.up_at, "guest_uptime_s": out.guest_uptime,
            "total_s": out.total, "programs": [[r.ok, r.name, r.skipped] for r in out.results],
            "skipped": skipped,
            "assertions_ok": sp, "assertions_not_ok": [list(s) for s in sf],
            "problems": problems}
-    with open(os.path.join(TH, f"result-{variant}.json"), "w") as fh:
+    mkdirs(rel.dir)
+    with open(os.path.join(rel.dir, f"result-{variant}.json"), "w") as fh:
         json.dump(res, fh, indent=1)
     return passed, failed
 
@@ -189,8 +194,11 @@ def test_build():
         lock.close()
 
 
-def tests_in_host(variant):
-    return VARIANTS[variant].get("tests", TESTS_IN_HOST)
+def tests_in_host(variant, rel=DEFAULT):
+    """What tools/lab test runs on a row; an image without unsteal's .deb
+    leaves out the test of its service."""
+    tests = VARIANTS[variant].get("tests", TESTS_IN_HOST)
+    return tests if rel.unsteal_deb else [t for t in tests if t != "unsteal_service"]
 
 
 def test_row(variant, timeout=1800):
@@ -221,8 +229,9 @@ def command(args):
 
 
 def _command(args):
+    rel = testhostrelease.get(args.release)
     if args.action == "build":
-        build(args.libvirt)
+        build(args.libvirt, rel)
         if args.kernel == "ours":
             kernel_image()
         return 0
@@ -238,9 +247,9 @@ def _command(args):
             raise LabError(f"unknown test {t!r}; 'matrix' or one of {', '.join(known)}")
     total_p = total_f = 0
     for v in variants:
-        out = boot(v, timeout=args.timeout, tests=tests_in_host(v) if matrix else tests,
-                   keep=args.keep, kernel=args.kernel)
-        p, f = verdict(v, out)
+        out = boot(v, timeout=args.timeout, tests=tests_in_host(v, rel) if matrix else tests,
+                   keep=args.keep, kernel=args.kernel, rel=rel)
+        p, f = verdict(v, out, rel)
         total_p += p
         total_f += f
     print(f"{total_p} passed, {total_f} failed", flush=True)

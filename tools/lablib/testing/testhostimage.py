@@ -1,18 +1,19 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """tools/lab testhost build: the test host's disk image, and its kernel.
 
-build() takes the runtime root of testhostroot.py and assembles
-_build/testhost/root from it: the repository's tools/ and tests/ under
+build() takes the runtime root of testhostroot.py for a release
+(testhostrelease.py) and assembles the release's root directory
+(_build/testhost/root for Debian 13) from it: the repository's tools/ and tests/ under
 /unsteal, our libvirt (the build prefix of the work tree, or with
 '--libvirt packages' the .debs already installed in the runtime root, their
 units masked), the unsteal binary, the benchmark's spinner and spin-boot
 image, and what starts the integration tests at boot, from tools/testhost/:
 the runner script with its configuration, its systemd unit, and
-unsteal-init, PID 1 of the variants without systemd.  unsteal's own .deb
-('tools/lab package unsteal') is installed into it with dpkg, its
-dependencies being in the runtime root, so that its exporter service runs
-as the package sets it up.
-mkfs.ext4 -d then writes that root into _build/testhost/testhost.img (no
+unsteal-init, PID 1 of the variants without systemd.  On Debian 13,
+unsteal's own .deb ('tools/lab package unsteal', built for trixie) is
+installed into it with dpkg, its dependencies being in the runtime root,
+so that its exporter service runs as the package sets it up.
+mkfs.ext4 -d then writes that root into the release's testhost.img (no
 mounts); Debian's kernel and initrd are copied out beside it for
 'boot --kernel debian'.  kernel_image() builds the lab kernel (lab.config)
 that 'boot --kernel ours' boots.
@@ -29,14 +30,11 @@ import time
 from ..common import LabError, ROOT, mkdirs, run, step
 from ..stack import stacks
 from ..package.chroot import Root, no_services, rmtree, unpack
-from .testhostroot import (IN, IN_BUILD, IN_PREFIX, LIBVIRT_FROM, LOGS, TH, base_tarball,
-                           build_in_root, package_debs, runtime_tarball, write_file)
+from .testhostrelease import DEFAULT, LOGS
+from .testhostroot import (IN, IN_BUILD, LIBVIRT_FROM, base_tarball, build_in_root,
+                           in_prefix, package_debs, runtime_tarball, write_file)
 
-IMAGE = os.path.join(TH, "testhost.img")
-HOSTROOT = os.path.join(TH, "root")
 KERNEL_EXTRA = []   # lab.config carries what the test host needs
-DEBIAN_KERNEL = os.path.join(TH, "vmlinuz-debian")
-DEBIAN_INITRD = os.path.join(TH, "initrd-debian")
 
 
 # ---------------------------------------------------------------- the image
@@ -62,12 +60,17 @@ def integration_tests():
     return re.findall(r"'(\w+)'", m.group(1))
 
 
-def runner_conf(libvirt_from="tree", version=None):
+def runner_conf(libvirt_from="tree", version=None, rel=DEFAULT):
     """The runner's configuration: sh assignments it sources at boot."""
     conf = {"UNSTEAL_TREE": IN, "UNSTEAL_BUILD": IN_BUILD,
-            "UNSTEAL_TESTS": " ".join(integration_tests())}
+            "UNSTEAL_TESTS": " ".join(integration_tests()),
+            "UNSTEAL_RELEASE": rel.describe()}
     if libvirt_from == "tree":
-        conf["UNSTEAL_LIBVIRT_DESC"] = f"our work tree, built into {IN_PREFIX}"
+        conf["UNSTEAL_LIBVIRT_DESC"] = (f"our work tree ({rel.stack.rel}), built into "
+                                        f"{in_prefix(rel)}")
+        if not rel.stack.default:
+            # The lab in the image uses (and names) the stack's own prefix
+            conf["UNSTEAL_LIBVIRT_STACK"] = rel.stack_key
     else:
         conf["UNSTEAL_LIBVIRT_DESC"] = (f"Debian packages {version} (apt-installed, "
                                         f"/usr/sbin/libvirtd)")
@@ -76,21 +79,21 @@ def runner_conf(libvirt_from="tree", version=None):
             + "".join(f"{k}={shlex.quote(v)}\n" for k, v in conf.items()))
 
 
-def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
-    """_build/testhost/root: the cached runtime root plus our files."""
-    step(f"testhost: assembling the root in {HOSTROOT}")
-    unpack(root_tar, HOSTROOT)
-    r = HOSTROOT
+def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT):
+    """The release's root directory: the cached runtime root plus our files."""
+    r = rel.hostroot
+    step(f"testhost: assembling the root in {os.path.relpath(r, ROOT)}")
+    unpack(root_tar, r)
     dst = r + IN_BUILD
     mkdirs(dst, r + IN_BUILD + "/unsteal-build/src", r + IN_BUILD + "/bench",
            r + IN_BUILD + "/images")
     shutil.copy2(buildroot + IN_BUILD + "/images/spin-boot.img",
                  r + IN_BUILD + "/images/spin-boot.img")
     if libvirt_from == "tree":
-        run(["cp", "-a", buildroot + IN_PREFIX, dst + "/prefix"])
+        run(["cp", "-a", buildroot + in_prefix(rel), r + in_prefix(rel)])
         # The systemd unit our libvirt installs beside its daemons' units
         # (the packages carry it; the lab build installs no units)
-        for unit in glob.glob(os.path.join(stack_worktree_libvirt(), "src", "qemu", "*.slice")):
+        for unit in glob.glob(os.path.join(rel.stack.worktree, "src", "qemu", "*.slice")):
             mkdirs(r + "/usr/lib/systemd/system")
             shutil.copy2(unit, r + "/usr/lib/systemd/system/" + os.path.basename(unit))
     else:
@@ -114,7 +117,7 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
     for name, dest, mode in PROGRAM_FILES:
         with open(os.path.join(PROGRAMS, name)) as fh:
             write_file(r + dest, fh.read(), mode)
-    write_file(r + RUNNER_CONF, runner_conf(libvirt_from, version))
+    write_file(r + RUNNER_CONF, runner_conf(libvirt_from, version, rel))
     wants = r + "/etc/systemd/system/multi-user.target.wants"
     mkdirs(wants)
     os.symlink("../unsteal-testhost.service", wants + "/unsteal-testhost.service")
@@ -122,16 +125,12 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None):
     # (the image is for a throwaway VM without network).
     os.symlink("/dev/null", r + "/etc/systemd/system/serial-getty@ttyS0.service")
     run(["chroot", r, "passwd", "-d", "root"], quiet=True)
-    for pattern, dest in (("vmlinuz-*", DEBIAN_KERNEL), ("initrd.img-*", DEBIAN_INITRD)):
+    for pattern, dest in (("vmlinuz-*", rel.debian_kernel), ("initrd.img-*", rel.debian_initrd)):
         found = sorted(glob.glob(os.path.join(r, "boot", pattern)))
         if not found:
             raise LabError(f"the root has no /boot/{pattern} (linux-image-amd64)")
         shutil.copyfile(found[-1], dest)
     return r
-
-
-def stack_worktree_libvirt():
-    return stacks.default("libvirt").worktree
 
 
 def _mask_libvirt_units(root):
@@ -153,19 +152,20 @@ def _mask_libvirt_units(root):
          f"the daemons): {' '.join(units)}")
 
 
-def make_image(root):
+def make_image(root, rel=DEFAULT):
+    image = rel.image
     size_mb = int(run(["du", "-sm", root], capture=True).stdout.split()[0])
     size_mb = size_mb + max(768, size_mb // 2)
-    step(f"testhost: mkfs.ext4 -d into {os.path.relpath(IMAGE, ROOT)} ({size_mb} MiB)")
-    tmp = IMAGE + ".part"
+    step(f"testhost: mkfs.ext4 -d into {os.path.relpath(image, ROOT)} ({size_mb} MiB)")
+    tmp = image + ".part"
     if os.path.exists(tmp):
         os.unlink(tmp)
     with open(tmp, "wb") as fh:
         fh.truncate(size_mb << 20)
     run(["mkfs.ext4", "-q", "-F", "-L", "unsteal-th", "-d", root, tmp], quiet=True,
-        log=os.path.join(LOGS, "testhost-mkfs.log"))
-    os.rename(tmp, IMAGE)
-    return IMAGE
+        log=rel.log("mkfs"))
+    os.rename(tmp, image)
+    return image
 
 
 def _unsteal_deb():
@@ -188,7 +188,7 @@ def _deb_depends(deb):
                    for alt in dep.split(",") if alt.strip()})
 
 
-def install_deb(root, deb):
+def install_deb(root, deb, rel=DEFAULT):
     """dpkg -i a .deb into the assembled root: its maintainer scripts enable
     its services (policy-rc.d keeps them from starting in the chroot)."""
     step(f"testhost: installing {os.path.basename(deb)} into the root (dpkg -i)")
@@ -196,32 +196,41 @@ def install_deb(root, deb):
     prc = no_services(root)
     try:
         Root(None, root).run(f"dpkg -i /tmp/{shlex.quote(os.path.basename(deb))}",
-                             log=os.path.join(LOGS, "testhost-unsteal-deb.log"))
+                             log=rel.log("unsteal-deb"))
     finally:
         os.unlink(prc)
         os.unlink(root + "/tmp/" + os.path.basename(deb))
 
 
-def build(libvirt_from="tree"):
+def build(libvirt_from="tree", rel=DEFAULT):
     t0 = time.monotonic()
     if libvirt_from not in LIBVIRT_FROM:
         raise LabError(f"--libvirt {libvirt_from!r}: one of {', '.join(LIBVIRT_FROM)}")
-    mkdirs(TH, LOGS)
-    debs = package_debs() if libvirt_from == "packages" else None
-    unsteal_deb = _unsteal_deb()
-    base_tarball()
-    broot = build_in_root(libvirt_from)
-    root_tar, pkgs = runtime_tarball(broot, libvirt_from, debs,
-                                     extra=_deb_depends(unsteal_deb))
-    root = assemble(root_tar, broot, libvirt_from, debs[0] if debs else None)
-    install_deb(root, unsteal_deb)
-    make_image(root)
+    step(f"testhost: the image of {rel.describe()}")
+    mkdirs(rel.dir, LOGS)
+    debs = package_debs(rel.stack.dir) if libvirt_from == "packages" else None
+    if rel.unsteal_deb:
+        unsteal_deb = _unsteal_deb()
+        extra = _deb_depends(unsteal_deb)
+    else:
+        step(f"testhost: unsteal's .deb is built for trixie: the {rel.name} image goes "
+             f"without it (its test, unsteal_service, is not in this release's rows)")
+        unsteal_deb, extra = None, []
+    base_tarball(rel)
+    broot = build_in_root(libvirt_from, rel)
+    root_tar, pkgs = runtime_tarball(broot, libvirt_from, debs, extra=extra, rel=rel)
+    root = assemble(root_tar, broot, libvirt_from, debs[0] if debs else None, rel)
+    if unsteal_deb:
+        install_deb(root, unsteal_deb, rel)
+    make_image(root, rel)
     rmtree(root)
-    with open(os.path.join(TH, "image.json"), "w") as fh:
-        json.dump({"runtime_packages": pkgs, "root": os.path.basename(root_tar),
-                   "libvirt": libvirt_from, "libvirt_version": debs[0] if debs else None}, fh)
+    with open(os.path.join(rel.dir, "image.json"), "w") as fh:
+        json.dump({"release": rel.name, "runtime_packages": pkgs,
+                   "root": os.path.basename(root_tar), "libvirt": libvirt_from,
+                   "libvirt_stack": rel.stack_key,
+                   "libvirt_version": debs[0] if debs else None}, fh)
     step(f"testhost: image ready in {time.monotonic() - t0:.0f} s")
-    return IMAGE
+    return rel.image
 
 
 def kernel_image():

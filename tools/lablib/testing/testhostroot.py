@@ -1,23 +1,24 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The Debian 13 (trixie) roots of tools/lab testhost, and our builds in them.
+"""The Debian roots of tools/lab testhost, and our builds in them.
 
-Every root starts as debootstrap minbase from the mirror of the machine's
-own apt sources and is installed with apt inside a chroot (chroot.Root: a
-private mount namespace, so nothing stays mounted and no process outlives
-the command).  Each root is made once and kept as a tarball in
-~/.cache/unsteal/testhost (delete at will):
-  base-trixie-KEY.tar.zst       debootstrap + BASE_PACKAGES
-  build-trixie-KEY.tar.zst      base + BUILD_PACKAGES (the libvirt build root)
-  root-trixie-KEY.tar.zst       base + the runtime libraries of our build
-  root-debs-trixie-KEY.tar.zst  the same with our .debs (build --libvirt packages)
+Every root is of one release's suite (testhostrelease.py: trixie, or
+bookworm for the 9.0.0 port), starts as debootstrap minbase from the
+mirror of the machine's own apt sources and is installed with apt inside a
+chroot (chroot.Root: a private mount namespace, so nothing stays mounted
+and no process outlives the command).  Each root is made once and kept as
+a tarball in ~/.cache/unsteal/testhost (delete at will):
+  base-SUITE-KEY.tar.zst       debootstrap + BASE_PACKAGES
+  build-SUITE-KEY.tar.zst      base + BUILD_PACKAGES (the libvirt build root)
+  root-SUITE-KEY.tar.zst       base + the runtime libraries of our build
+  root-debs-SUITE-KEY.tar.zst  the same with our .debs (build --libvirt packages)
 Each KEY is a hash of the root's package list (and of ROOT_FORMAT).
 
-Our patched libvirt, the unsteal binary and the benchmark's spinner are
-built inside the build root, unpacked once into _build/testhost/buildroot
-where their meson build dirs stay for incremental builds: they link
-against trixie's libraries, and nothing built on the Debian 12 development
-host goes into the test host.  The image is made from these roots in
-testhostimage.py.
+The release's patched libvirt, the unsteal binary and the benchmark's
+spinner are built inside the build root, unpacked once into the release's
+buildroot directory (_build/testhost/buildroot for Debian 13) where their
+meson build dirs stay for incremental builds: they link against the
+suite's libraries, and nothing built on the development host goes into
+the test host.  The image is made from these roots in testhostimage.py.
 """
 
 import glob
@@ -27,29 +28,35 @@ import shlex
 import shutil
 import subprocess
 
-from ..common import BUILD, CACHE, LabError, ROOT, mkdirs, step
+from ..common import LabError, ROOT, mkdirs, run, step
 from ..package import chroot
-from ..stack import sources, stacks
-
-SUITE = "trixie"
-TH = os.path.join(BUILD, "testhost")
-THCACHE = os.path.join(CACHE, "testhost")
-LOGS = os.path.join(BUILD, "logs")
-BUILDROOT = os.path.join(TH, "buildroot")
+from ..stack import sources
+from .testhostrelease import DEFAULT, LOGS, THCACHE
 
 # Where things live inside the test host (and the build root): the lab's own
 # layout, so that tools/lablib and the tests run there unchanged.
 IN = "/unsteal"
 IN_BUILD = IN + "/_build"
-IN_PREFIX = IN_BUILD + "/prefix"
+
+
+def in_prefix(rel=DEFAULT):
+    """The release's libvirt build prefix inside the test host: the lab's own
+    prefix of its stack (_build/prefix for libvirt's default stack,
+    _build/prefix-libvirt-9.0 for the 9.0.0 port), so that the lab in the
+    image, told the stack (UNSTEAL_LIBVIRT_STACK), finds it and names it."""
+    return IN_BUILD + "/prefix" + rel.stack.suffix
+
+
+IN_PREFIX = in_prefix()
 
 # The test host's root: minbase + these.  systemd-container (machined) is
 # added to the runtime root (HOST_PACKAGES), not here, so that the build root
 # does not change with it.
 BASE_PACKAGES = ["systemd", "systemd-sysv", "udev", "dbus", "python3", "qemu-system-x86",
                  "procps", "util-linux", "dmidecode", "kmod"]
-# The build root: the lab's libvirt build dependencies (sources.PACKAGES)
-# for trixie, plus gcc for the unsteal binary and the benchmark's spinner.
+# The build root: the lab's libvirt build dependencies (sources.PACKAGES,
+# the same names in trixie and bookworm), plus gcc for the unsteal binary
+# and the benchmark's spinner.
 BUILD_PACKAGES = (["build-essential", "meson", "ninja-build", "pkg-config", "ccache",
                    "python3", "gettext", "git"]
                   + sources.PACKAGES["libvirt build"] + ["libcgroup-dev"])
@@ -62,7 +69,7 @@ KERNEL_PACKAGES = ["linux-image-amd64", "initramfs-tools"]
 # /machine itself.
 HOST_PACKAGES = ["systemd-container"]
 # Where the image's libvirt comes from (build --libvirt):
-#   tree      our patched work tree, built in the trixie build root into
+#   tree      our patched work tree, built in the release's build root into
 #             /unsteal/_build/prefix (what tools/lab test uses: it needs no
 #             package build, which alone takes longer than CI may run);
 #   packages  the .debs of 'tools/lab package libvirt', installed with apt the
@@ -122,7 +129,10 @@ def _local_repo(root, debs, version):
                f"Types: deb\nURIs: file:{LOCAL_REPO}\nSuites: ./\nTrusted: yes\n")
     write_file(root + "/etc/apt/preferences.d/unsteal-local",
                "Package: *\nPin: origin \"\"\nPin-Priority: 1001\n")
-    check = " ".join(PACKAGE_OURS)
+    # Only the packages the .debs provide: a base's libvirt may lack one
+    # (9.0.0 has no libvirt-daemon-log).
+    names = {run(["dpkg-deb", "-f", d, "Package"], capture=True).stdout.strip() for d in debs}
+    check = " ".join(p for p in PACKAGE_OURS if p in names)
     # After the install: every package of PACKAGE_OURS is ours, then the
     # repository goes (the image needs the installed packages only).
     return (f"\nfor p in {check}; do v=$(dpkg-query -W -f='${{Version}}' $p); "
@@ -132,72 +142,78 @@ def _local_repo(root, debs, version):
             f"/etc/apt/preferences.d/unsteal-local\n")
 
 
-def _cached_root(name, parent, packages, key, debs=None):
-    """The tarball ~/.cache/unsteal/testhost/NAME-trixie-KEY.tar.zst, made once.
+def _cached_root(rel, name, parent, packages, key, debs=None):
+    """The tarball ~/.cache/unsteal/testhost/NAME-SUITE-KEY.tar.zst of a
+    release, made once.
 
     debs: (version, [paths]) of our libvirt packages, installed from a local
     repository next to the archive's packages."""
     def make(tmp):
         if parent is None:
-            step(f"testhost: debootstrap {SUITE} (minbase; log in _build/logs/"
-                 f"testhost-debootstrap.log)")
-            chroot.debootstrap(SUITE, tmp, "minbase",
-                               os.path.join(LOGS, "testhost-debootstrap.log"), nice=True)
+            log = rel.log("debootstrap")
+            step(f"testhost: debootstrap {rel.suite} (minbase; log in "
+                 f"{os.path.relpath(log, ROOT)})")
+            chroot.debootstrap(rel.suite, tmp, "minbase", log, nice=True)
         else:
             chroot.unpack(parent, tmp)
         # No service starts while packages are installed into the root.
         prc = chroot.no_services(tmp)
         after = _local_repo(tmp, debs[1], debs[0]) if debs else ""
-        step(f"testhost: {name} root: apt-get install {len(packages)} package(s)"
+        log = rel.log(f"{name}-apt")
+        step(f"testhost: {name} root ({rel.suite}): apt-get install {len(packages)} package(s)"
              + (f", our libvirt {debs[0]} from {len(debs[1])} .deb(s)" if debs else "")
-             + f" (log in _build/logs/testhost-{name}-apt.log)")
+             + f" (log in {os.path.relpath(log, ROOT)})")
         in_root(tmp, "apt-get update -q && apt-get install -y -q " + shlex.join(packages)
-                + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*",
-                log=os.path.join(LOGS, f"testhost-{name}-apt.log"))
+                + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*", log=log)
         os.unlink(prc)
 
     mkdirs(LOGS)
-    return chroot.cached_root(os.path.join(THCACHE, f"{name}-{SUITE}-{key}.tar.zst"), make)
+    return chroot.cached_root(os.path.join(THCACHE, f"{name}-{rel.suite}-{key}.tar.zst"),
+                              make)
 
 
-def base_tarball():
-    return _cached_root("base", None, BASE_PACKAGES, _key(BASE_PACKAGES))
+def base_tarball(rel=DEFAULT):
+    return _cached_root(rel, "base", None, BASE_PACKAGES, _key(BASE_PACKAGES))
 
 
-def build_tarball():
-    base = base_tarball()
-    return _cached_root("build", base, BUILD_PACKAGES, _key(BASE_PACKAGES, BUILD_PACKAGES))
+def build_tarball(rel=DEFAULT):
+    base = base_tarball(rel)
+    return _cached_root(rel, "build", base, BUILD_PACKAGES,
+                        _key(BASE_PACKAGES, BUILD_PACKAGES))
 
 
-# ---------------------------------------------------------------- libvirt for trixie
+# ---------------------------------------------------------------- libvirt for the release
 
-def _ensure_buildroot():
-    """_build/testhost/buildroot, unpacked once per build tarball (kept for
+def _ensure_buildroot(rel):
+    """The release's build root, unpacked once per build tarball (kept for
     incremental builds: the meson build dirs live inside it)."""
-    tar = build_tarball()
-    stamp = os.path.join(TH, "buildroot.from")
-    if os.path.isdir(BUILDROOT) and os.path.exists(stamp) and open(stamp).read() == tar:
-        return BUILDROOT
-    step(f"testhost: unpacking the build root into {BUILDROOT}")
+    tar = build_tarball(rel)
+    root = rel.buildroot
+    stamp = os.path.join(rel.dir, "buildroot.from")
+    if os.path.isdir(root) and os.path.exists(stamp) and open(stamp).read() == tar:
+        return root
+    step(f"testhost: unpacking the build root into {os.path.relpath(root, ROOT)}")
     if os.path.exists(stamp):
         os.unlink(stamp)
-    chroot.unpack(tar, BUILDROOT)
+    mkdirs(rel.dir)
+    chroot.unpack(tar, root)
     with open(stamp, "w") as fh:
         fh.write(tar)
-    return BUILDROOT
+    return root
 
 
-def build_in_root(libvirt_from="tree"):
-    """Our libvirt (libvirt_from 'tree' only) and the unsteal binary, built with
-    trixie's toolchain and libraries."""
+def build_in_root(libvirt_from="tree", rel=DEFAULT):
+    """The release's libvirt stack (libvirt_from 'tree' only) and the unsteal
+    binary, built with the suite's toolchain and libraries."""
     from ..build import libvirt
     from ..stack.stack import ensure_worktree
-    src = ensure_worktree(stacks.default("libvirt").dir, quiet_reuse=True)
-    root = _ensure_buildroot()
+    src = ensure_worktree(rel.stack.dir, quiet_reuse=True)
+    root = _ensure_buildroot(rel)
     ccache = os.path.join(os.path.expanduser("~"), ".cache", "ccache")
     mkdirs(ccache)
     binds = [(src, IN + "/src/libvirt"), (ROOT, IN + "/repo"), (ccache, "/root/.ccache")]
-    opts = [f"--prefix={IN_PREFIX}", "--libdir=lib", f"-Drunstatedir={IN_PREFIX}/var/run",
+    prefix = in_prefix(rel)
+    opts = [f"--prefix={prefix}", "--libdir=lib", f"-Drunstatedir={prefix}/var/run",
             "--buildtype=debugoptimized", "-Dwerror=false"] + \
         [o for o in libvirt.MESON_OPTS if o != "-Dtests=enabled"] + ["-Dtests=disabled"]
     bdir = IN_BUILD + "/libvirt-build"
@@ -214,11 +230,11 @@ def build_in_root(libvirt_from="tree"):
               f"ninja -C {bdir}\n"
               f"meson install -C {bdir} --no-rebuild --quiet\n")
     if libvirt_from == "tree":
-        step("testhost: building our libvirt (without its test suite, which tools/lab test "
-             "runs on the development host) inside the trixie build root (incremental; log "
-             "in _build/logs/testhost-libvirt-build.log)")
-        in_root(root, script, os.path.join(LOGS, "testhost-libvirt-build.log"), binds=binds,
-                net=False)
+        log = rel.log("libvirt-build")
+        step(f"testhost: building our libvirt {rel.stack.version} (without its test suite, "
+             f"which tools/lab test runs on the development host) inside the {rel.suite} "
+             f"build root (incremental; log in {os.path.relpath(log, ROOT)})")
+        in_root(root, script, log, binds=binds, net=False)
     ubdir = IN_BUILD + "/unsteal-build"
     script = (f"[ -f {ubdir}/build.ninja ] || meson setup {ubdir} {IN}/repo "
               f"-Dlab_build_dir={IN_BUILD}\n"
@@ -230,29 +246,28 @@ def build_in_root(libvirt_from="tree"):
               f"gcc -O2 -Wall -Wextra -pthread -o {IN_BUILD}/bench/vcpu-spin "
               f"{IN}/repo/tools/bench/vcpu-spin.c\n")
     step("testhost: building unsteal and the benchmark spinner inside the build root")
-    in_root(root, script, os.path.join(LOGS, "testhost-unsteal-build.log"), binds=binds,
-            net=False)
+    in_root(root, script, rel.log("unsteal-build"), binds=binds, net=False)
     return root
 
 
-def runtime_packages(root, libvirt_from="tree"):
+def runtime_packages(root, libvirt_from="tree", rel=DEFAULT):
     """Packages that provide the shared libraries our builds link against."""
-    paths = ([IN_PREFIX] if libvirt_from == "tree" else []) + \
+    prefix = in_prefix(rel)
+    paths = ([prefix] if libvirt_from == "tree" else []) + \
         [IN_BUILD + "/unsteal-build/src/unsteal", IN_BUILD + "/bench"]
     script = rf"""
 find {' '.join(paths)} -type f \
     \( -perm -u+x -o -name '*.so*' \) -print0 |
   xargs -0 ldd 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u |
   while read -r lib; do
-    case "$lib" in {IN_PREFIX}/*) continue ;; esac
+    case "$lib" in {prefix}/*) continue ;; esac
     real=$(readlink -f "$lib")
     dpkg -S "$lib" 2>/dev/null || dpkg -S "$real" 2>/dev/null ||
       dpkg -S "/usr$lib" 2>/dev/null || dpkg -S "/usr$real" 2>/dev/null ||
       echo "UNOWNED: $lib"
   done > /tmp/unsteal-runtime-packages
 """
-    log = os.path.join(LOGS, "testhost-runtime-packages.log")
-    in_root(root, script, log, net=False)
+    in_root(root, script, rel.log("runtime-packages"), net=False)
     pkgs, bad = set(), []
     # dpkg -S prints "PKG[:ARCH][, PKG...]: PATH", and "diversion by ..." lines.
     for line in open(os.path.join(root, "tmp", "unsteal-runtime-packages")):
@@ -272,12 +287,13 @@ find {' '.join(paths)} -type f \
 # ---------------------------------------------------------------- the runtime root
 
 def package_debs(stack_dir=None):
-    """(version, [.deb]) of 'tools/lab package libvirt' for the 11.3.0 stack,
-    refused when they were built from another series than the one checked out."""
+    """(version, [.deb]) of 'tools/lab package libvirt' for a stack (the
+    11.3.0 one by default), refused when they were built from another series
+    than the one checked out."""
     from ..package import package
     from ..common import read_kv
     from ..stack.stack import read_series
-    stack_dir = stack_dir or stacks.default("libvirt").dir
+    stack_dir = stack_dir or DEFAULT.stack.dir
     base = read_kv(os.path.join(stack_dir, "BASE"))
     version = package.local_version(base)
     out = package.outdir(base)
@@ -306,12 +322,12 @@ def package_debs(stack_dir=None):
     return version, debs
 
 
-def runtime_tarball(buildroot, libvirt_from="tree", debs=None, extra=()):
-    """The cached runtime root for what build_in_root() built in buildroot:
-    base plus the packages of its shared libraries, KERNEL_PACKAGES,
-    HOST_PACKAGES and extra (with debs from package_debs(), also
-    PACKAGE_INSTALL and our .debs); (tarball, its package list)."""
-    pkgs = runtime_packages(buildroot, libvirt_from)
+def runtime_tarball(buildroot, libvirt_from="tree", debs=None, extra=(), rel=DEFAULT):
+    """The cached runtime root of a release for what build_in_root() built in
+    buildroot: base plus the packages of its shared libraries,
+    KERNEL_PACKAGES, HOST_PACKAGES and extra (with debs from package_debs(),
+    also PACKAGE_INSTALL and our .debs); (tarball, its package list)."""
+    pkgs = runtime_packages(buildroot, libvirt_from, rel)
     step(f"testhost: runtime libraries come from {len(pkgs)} package(s): {' '.join(pkgs)}")
     pkgs = sorted(set(pkgs) | set(KERNEL_PACKAGES) | set(HOST_PACKAGES) | set(extra))
     if debs:
@@ -320,5 +336,6 @@ def runtime_tarball(buildroot, libvirt_from="tree", debs=None, extra=()):
         for d in debs[1]:
             h.update(os.path.basename(d).encode() + b"\0" + open(d, "rb").read())
         key = _key(BASE_PACKAGES, pkgs, [h.hexdigest()])
-        return _cached_root("root-debs", base_tarball(), pkgs, key, debs=debs), pkgs
-    return _cached_root("root", base_tarball(), pkgs, _key(BASE_PACKAGES, pkgs)), pkgs
+        return _cached_root(rel, "root-debs", base_tarball(rel), pkgs, key, debs=debs), pkgs
+    return (_cached_root(rel, "root", base_tarball(rel), pkgs, _key(BASE_PACKAGES, pkgs)),
+            pkgs)
