@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Subcommand implementations of tools/lab."""
 
+from .common import LabError
 from .stack import sources, stack, stacks
 
 
@@ -34,7 +35,17 @@ def cmd_check(args):
         else:
             from .build.kernel import build_tree
         build_each = build_tree
+    if args.config_matrix and st.package != "linux":
+        raise LabError(f"--config-matrix: {st.key} is not a kernel stack")
     stack.check(st.dir, build_each=build_each)
+    if st.package == "linux":
+        from .build import kcheck
+        kcheck.checkpatch(st.dir)
+        if args.config_matrix:
+            kcheck.configure_matrix(st.dir)
+            built, failed = kcheck.build_matrix()
+            if failed:
+                return 1
 
 
 def cmd_build(args):

@@ -65,15 +65,18 @@ def configure(src, outdir, debug=False, extra=()):
 
 
 def verify_config(dotconfig, fragment_text):
-    """Every option the fragment asks for must have that value in the result."""
+    """Every option the fragment asks for must have that value in the result
+    (an option set twice, as a later fragment does over lab.config, by its
+    last value, as kconfig takes it)."""
     with open(dotconfig) as fh:
         have = fh.read()
-    bad = []
+    want = {}
     for line in fragment_text.splitlines():
         m = re.match(r"^(CONFIG_\w+)=(.*)$", line.strip())
-        if not m:
-            continue
-        key, val = m.groups()
+        if m:
+            want[m.group(1)] = m.group(2)
+    bad = []
+    for key, val in want.items():
         if val == "n":
             if re.search(rf"^{key}=[ym]", have, re.M):
                 bad.append(f"{key} should be off")

@@ -32,7 +32,9 @@ PACKAGES = {
                       # libvirt 9.0.0 (Debian 12 stack) parses JSON with yajl
                       "libyajl-dev"],
     "kernel build": ["bc", "flex", "bison", "libelf-dev", "libssl-dev", "cpio", "dwarves",
-                     "kmod"],
+                     "kmod",
+                     # checkpatch.pl's SPDX check (scripts/spdxcheck.py)
+                     "python3-ply", "python3-git"],
     "packaging": ["debootstrap", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
                   "util-linux"],
     # bash-static: run_vmtests.sh in the kselftest guest, which has busybox only

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """tools/lab test: every test the project has, ending with 'N passed, N failed'.
 
-Stages, in order: setup; the patch checks of both stacks (every patch lints
+Stages, in order: setup; the patch checks of every stack (every patch lints
 clean and applies in order); the packaging checks (each libvirt stack's
 Debian source package assembles with the series on Debian's own patches; the
 kernel series applies on Debian's patched linux tree and the flavour's config
 has what it needs; the full package builds are 'tools/lab package', not
-tests); the builds; libvirt's own test suite and syntax-check on the patched
+tests); the builds; the kernel series' checkpatch --strict and its config
+matrix, resolved (built by 'tools/lab check kernel --config-matrix');
+libvirt's own test suite and syntax-check on the patched
 tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
 and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
@@ -89,6 +91,13 @@ def run_all(quick=False):
     which = "" if lab.default else f" ({lab.key})"
     built = t.stage(f"build libvirt{which}", lambda: libvirt.build()) is not None
     t.stage("build kernel", lambda: kernel.build(patched=True))
+    # The kernel series' checkpatch --strict, and its config matrix resolved
+    # (the matrix builds are 'tools/lab check kernel --config-matrix').
+    from ..build import kcheck
+    t.stage("kernel series: checkpatch --strict (kernel-patches/checkpatch.accepted)",
+            lambda: _one(kcheck.checkpatch()))
+    t.stage("kernel config matrix: each configuration resolves as its fragment asks",
+            lambda: _one(kcheck.configure_matrix()))
     t.stage("build guest initramfs", guest.build_initramfs)
     if built and not quick:
         t.stage(f"libvirt's own test suite and syntax-check{which}",
