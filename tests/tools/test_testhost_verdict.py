@@ -85,8 +85,9 @@ ok(res == (0, 1) and any("did not boot to the runner" in p for p in saved["probl
 calls = []
 
 
-def fake_boot(variant, timeout, tests, keep, kernel, rel):
+def fake_boot(variant, timeout, tests, keep, kernel, rel, kernel_path):
     calls.append((variant, tests, kernel, rel.name))
+    kernels.append(kernel_path)
     o = qemuboot.Outcome()
     for i, line in enumerate([UP, "ok 1 - lab_guest", "unsteal-testhost: done"]):
         testhost._parse(o, line, float(i))
@@ -94,7 +95,9 @@ def fake_boot(variant, timeout, tests, keep, kernel, rel):
     return o
 
 
+kernels, builds = [], []
 testhost.boot = fake_boot
+testhost.kernel_image = lambda: builds.append(1) or "/fake/bzImage-patched"
 common.require_root = lambda what: None
 args = types.SimpleNamespace(action="boot", variant="all", tests="matrix", timeout=60,
                              keep=False, kernel="ours", release=None)
@@ -105,6 +108,8 @@ ok(rc == 0 and calls == want, "--tests matrix boots every variant with its in-ho
    calls)
 ok(any("unsteal_service" in c[1] for c in calls),
    "Debian 13's rows run unsteal_service (its image has the .deb)", calls)
+ok(builds == [1] and kernels == ["/fake/bzImage-patched"] * len(testhost.VARIANTS),
+   "our kernel is built once and every row boots that image", (builds, kernels))
 ok(any("vcpu_cgroup_machined" in c[1] for c in calls if c[0] == "v2-machined")
    and not any("vcpu_cgroup_machined" in c[1] for c in calls if c[0] != "v2-machined"),
    "only v2-machined runs the machined tests", calls)

@@ -25,7 +25,7 @@ from ..common import LabError, ROOT, mkdirs, run, step
 from .qemuboot import Console, parse
 from .qemuboot import boot as boot_qemu
 from . import testhostrelease
-from .testhostimage import build, integration_tests, kernel_image
+from .testhostimage import build, built_kernel_image, integration_tests, kernel_image
 from .testhostrelease import DEFAULT, TH
 
 # What tools/lab test runs inside the test host, on every variant: the
@@ -94,14 +94,17 @@ def _parse(out, line, t_rel):
     parse(out, line, t_rel, CONSOLE)
 
 
-def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAULT):
+def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAULT,
+         kernel_path=None):
+    """Boots one row; with kernel 'ours' the lab kernel at kernel_path, or
+    built first when None."""
     if variant not in VARIANTS:
         raise LabError(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
     if not os.path.exists(rel.image):
         opt = "" if rel.default else f" --release {rel.name}"
         raise LabError(f"{rel.image} is missing: run tools/lab testhost build{opt} first")
     if kernel == "ours":
-        boot_files = ["-kernel", kernel_image()]
+        boot_files = ["-kernel", kernel_path or kernel_image()]
     else:
         boot_files = ["-kernel", rel.debian_kernel, "-initrd", rel.debian_initrd]
     overlay = os.path.join(rel.dir, f"run-{variant}.qcow2")
@@ -184,11 +187,11 @@ def _lock():
 
 def test_build():
     """tools/lab test: the image (our libvirt built from the work tree) and the
-    lab kernel that every row boots."""
+    lab kernel that every row boots (its "build kernel" stage built it)."""
     lock = _lock()
     try:
         image = build()
-        kernel_image()
+        built_kernel_image()
         return image
     finally:
         lock.close()
@@ -210,12 +213,15 @@ def test_row(variant, timeout=1800):
     both outcomes are printed."""
     lock = _lock()
     try:
-        out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours")
+        kpath = built_kernel_image()
+        out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
+                   kernel_path=kpath)
         if not out.done and out.splats and not out.timed_out:
             verdict(variant, out)
             step(f"testhost: {variant}: the guest kernel failed before the run ended "
                  f"({out.splats[0]}); booting it once more")
-            out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours")
+            out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
+                       kernel_path=kpath)
         return verdict(variant, out)
     finally:
         lock.close()
@@ -245,10 +251,12 @@ def _command(args):
     for t in tests or []:
         if t not in known:
             raise LabError(f"unknown test {t!r}; 'matrix' or one of {', '.join(known)}")
+    # Our kernel built (incrementally) once for all the boots
+    kpath = kernel_image() if args.kernel == "ours" else None
     total_p = total_f = 0
     for v in variants:
         out = boot(v, timeout=args.timeout, tests=tests_in_host(v, rel) if matrix else tests,
-                   keep=args.keep, kernel=args.kernel, rel=rel)
+                   keep=args.keep, kernel=args.kernel, rel=rel, kernel_path=kpath)
         p, f = verdict(v, out, rel)
         total_p += p
         total_f += f

@@ -234,6 +234,17 @@ def build(libvirt_from="tree", rel=DEFAULT):
 
 
 def kernel_image():
+    """The lab kernel, built (incrementally: make walks the tree and links
+    again, a minute or more on 2 cores even when nothing changed)."""
     from ..build import kernel
     return kernel.build(patched=True, extra=KERNEL_EXTRA)
+
+
+def built_kernel_image():
+    """The lab kernel as last built, built only when there is none: what the
+    rows of tools/lab test boot, after test_build built it."""
+    from ..build import kernel
+    path = os.path.join(kernel.IMAGES, "bzImage-" + kernel.flavour_name(True, False,
+                                                                        KERNEL_EXTRA))
+    return path if os.path.exists(path) else kernel_image()
 
