@@ -7,9 +7,11 @@ findings each scratch patch asks for, in checkpatch's --terse --show-types
 form; tools/lab test runs the real one on the real series.  The check must
 pass a clean series and accepted findings, and fail on a finding nobody
 accepted, on a count that differs, on an accepted finding that is gone, on
-a malformed or doubled entry and on a helper that crashed.
+a malformed or doubled entry and on a helper that crashed; a matrix
+configuration fails when it does not build or builds with a warning.
 """
 
+import contextlib
 import os
 import sys
 
@@ -123,6 +125,28 @@ try:
 except LabError as e:
     ok("CONFIG_NUMA should be off" in str(e),
        "an option that stayed on against the last fragment fails", e)
+
+# build_matrix: a configuration that does not build, or builds with a
+# compiler warning, fails; the others count as built.
+LOGS = os.path.join(os.environ["UNSTEAL_BUILD"], "logs")
+os.makedirs(LOGS, exist_ok=True)
+
+
+def fake_build(patched=True, debug=False, extra=()):
+    name = extra[0][len("matrix-"):]
+    if name == "numa-off":
+        raise LabError("make failed")
+    with open(os.path.join(LOGS, f"kernel-patched-matrix-{name}.log"), "w") as fh:
+        fh.write("  CC mm/migrate.o\n" + ("mm/mempolicy.c:12:5: warning: unused variable 'x'\n"
+                                         if name == "migration-off" else ""))
+    return "/fake/bzImage"
+
+
+kernel.build = fake_build
+with contextlib.redirect_stdout(sys.stderr):
+    got = kcheck.build_matrix()
+ok(got == (len(kcheck.matrix()) - 2, 2),
+   "a matrix configuration that fails to build or warns is counted as failed", got)
 
 names = kcheck.matrix()
 ok({"numa-off", "migration-off", "ksm-memcg"} <= set(names),
