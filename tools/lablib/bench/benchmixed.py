@@ -6,7 +6,10 @@ host's CPUs.  For each action an operator takes on noisy (cap it with a
 quota that does not bind and one that does, halve or raise its
 cpu_shares), noisy's CPU time is measured before and after, in each mode of
 vcpu_cgroup, in one run: per-domain is stock libvirt, the reference for
-what the setting means; per-host must give the same.
+what the setting means; per-host must give the same.  Beside noisy's CPU
+time, the spread among the four default guests (the most CPU time any of
+them got over the least) shows whether they keep equal shares, in either
+mode.
 
 CPU time is the run time of noisy's vCPU threads from schedstat, in host
 CPUs (a fraction of the guests' vCPU time times the host's CPUs), the
@@ -59,17 +62,22 @@ def _threads(names):
     return out
 
 
-def _noisy_cpus(names, noisy, seconds):
-    """Median over the windows of noisy's CPU time in host CPUs."""
+def _measure(names, noisy, seconds):
+    """Medians over the windows of noisy's CPU time in host CPUs and of the
+    default guests' spread (max / min of their CPU time)."""
     th = _threads(names)
     ncpu = os.cpu_count()
     time.sleep(SETTLE)
-    got = []
+    got, spread = [], []
     for _ in range(WINDOWS):
         s = measure.sample(th, seconds)
         total = sum(v[0] for v in s.values())
         got.append(sum(v[0] for k, v in s.items() if k[0] == noisy) / total * ncpu)
-    return statistics.median(got)
+        # (shares of a CPU over the window: a guest that got none spreads
+        # without bound)
+        small = [v[0] for k, v in s.items() if k[0] != noisy]
+        spread.append(max(small) / min(small) if min(small) > 0 else float("inf"))
+    return statistics.median(got), statistics.median(spread)
 
 
 def _apply(noisy, settings, cputune, v2):
@@ -96,14 +104,20 @@ def run_mode(mode, reps, seconds, v2):
     rows = []
     try:
         for label, settings, cputune in actions(default):
-            before, after = [], []
+            before, after, spread_before, spread_after = [], [], [], []
             for r in range(reps):
                 step(f"bench mixed: {mode}: {label}, repetition {r + 1}/{reps}")
-                before.append(_noisy_cpus(small + [noisy], noisy, seconds))
+                cpus, spread = _measure(small + [noisy], noisy, seconds)
+                before.append(cpus)
+                spread_before.append(spread)
                 noisy = _apply(noisy, settings, cputune, v2)
-                after.append(_noisy_cpus(small + [noisy], noisy, seconds))
+                cpus, spread = _measure(small + [noisy], noisy, seconds)
+                after.append(cpus)
+                spread_after.append(spread)
                 noisy = _reset(noisy, default, v2)
-            rows.append({"action": label, "before": before, "after": after})
+            rows.append({"action": label, "before": before, "after": after,
+                         "small_spread_before": spread_before,
+                         "small_spread_after": spread_after})
     finally:
         daemon.stop()
     return rows
@@ -163,5 +177,17 @@ def markdown(results):
         lines.append(f"| `{r['action']}` | {_fmt(s['before'])} → {_fmt(s['after'])} | "
                      f"{_fmt(r['before'])} → {_fmt(r['after'])} | {want:.2f} | "
                      f"{got / want:.2f} |")
+    if all("small_spread_after" in r for m in results["modes"].values() for r in m):
+        lines += ["", "The four default guests: the most CPU time any of them got over the "
+                  "least (1.00: equal shares), median of the windows, then the median and "
+                  "range of the repetitions.", "",
+                  "| action on noisy | per-domain (stock): before → after | "
+                  "per-host: before → after |", "| --- | --- | --- |"]
+        for r in results["modes"]["per-host"]:
+            s = stock[r["action"]]
+            lines.append(f"| `{r['action']}` | {_fmt(s['small_spread_before'])} → "
+                         f"{_fmt(s['small_spread_after'])} | "
+                         f"{_fmt(r['small_spread_before'])} → "
+                         f"{_fmt(r['small_spread_after'])} |")
     lines += ["", f"Reproduce: `{results['command']}`"]
     return "\n".join(lines)
