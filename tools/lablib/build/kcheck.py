@@ -131,18 +131,19 @@ def configure_matrix(stack_dir=None):
     checked against its fragment (kernel.configure raises when an option
     did not take); returns their number."""
     wt = _worktree(stack_dir or stacks.get("kernel").dir)
-    for name in matrix():
+    names = matrix()
+    for name in names:
         kernel.configure(wt, _outdir(name), extra=("matrix-" + name,))
         step(f"kernel matrix: {name}: configuration as asked ({_outdir(name)}/.config)")
-    return len(matrix())
+    return len(names)
 
 
 def build_matrix():
     """Every configuration of the matrix built (bzImage) without a compiler
     warning (a stub missing in one configuration often shows as an unused
     or implicit declaration first); (built, failed)."""
-    built, failed = 0, []
-    for name in matrix():
+    built, failed, names = 0, [], matrix()
+    for name in names:
         log = os.path.join(BUILD, "logs", f"kernel-patched-matrix-{name}.log")
         step(f"kernel matrix: building {name} (log in {os.path.relpath(log, ROOT)})")
         try:
@@ -158,6 +159,6 @@ def build_matrix():
             failed.append(name)
         else:
             built += 1
-    step(f"kernel matrix: {built} of {len(matrix())} configuration(s) build"
+    step(f"kernel matrix: {built} of {len(names)} configuration(s) build"
          + (f"; failed: {', '.join(failed)}" if failed else ""))
     return built, len(failed)

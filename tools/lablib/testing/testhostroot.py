@@ -46,9 +46,6 @@ def in_prefix(rel=DEFAULT):
     image, told the stack (UNSTEAL_LIBVIRT_STACK), finds it and names it."""
     return IN_BUILD + "/prefix" + rel.stack.suffix
 
-
-IN_PREFIX = in_prefix()
-
 # The test host's root: minbase + these.  systemd-container (machined) is
 # added to the runtime root (HOST_PACKAGES), not here, so that the build root
 # does not change with it.
