@@ -15,7 +15,9 @@ sched_switch and sched_wakeup in a tracefs instance of our own, replayed:
   checked to be most of the wait when the other CPUs were idle most of
   the window.
 
-Skipped on a kernel without tracefs (the lab kernel, and so the test host).
+Skipped on a kernel without tracefs.  The lab kernel has it (lab.config):
+'tools/lab bench scale' runs this test in the many-CPU test host before
+its windows, and so does the smoke run of tools/lab test.
 """
 
 import os

@@ -10,7 +10,7 @@ seconds, the same on every CPU), so events of different CPUs can be put
 in one order and compared with time.monotonic().
 
     with Recorder() as rec:
-        rec.start()
+        rec.start()               # every CPU switches once, to this thread
         ...
         lines = rec.stop()        # tracefs text, for idlesteal.parse()
 """
@@ -38,6 +38,22 @@ def available():
     """Whether this kernel has tracefs and the events we need."""
     with open("/proc/filesystems") as fh:
         return any(line.split()[-1] == "tracefs" for line in fh if line.strip())
+
+
+def visit_cpus():
+    """Runs the calling thread once on every CPU it may use, and back.
+
+    The replay knows what a CPU runs from its first switch on; an idle CPU
+    (NO_HZ) or one that runs a single spinner may switch no task for
+    seconds.  Moving onto each CPU right after the recording starts makes
+    every CPU switch at once (to this thread), at the cost of a few
+    migrations."""
+    mask = os.sched_getaffinity(0)
+    try:
+        for cpu in sorted(mask):
+            os.sched_setaffinity(0, {cpu})
+    finally:
+        os.sched_setaffinity(0, mask)
 
 
 class Recorder:
@@ -82,6 +98,7 @@ class Recorder:
     def start(self):
         self._write("trace", "")
         self._write("tracing_on", 1)
+        visit_cpus()
 
     def stop(self):
         """Stops recording; returns the trace's lines.  Raises if the buffer
