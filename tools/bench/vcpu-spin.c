@@ -2,7 +2,7 @@
 /*
  * vcpu-spin: one synthetic "domain" for tools/lab bench sched.
  *
- *   vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS [WAKE_MS]]
+ *   vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS [WAKE_MS [MEM_MB]]]
  *
  * Starts NTHREADS threads named "vcpu N" that stand in for a domain's vCPU
  * threads.  With DUTY_PCT 100 a thread is a pure CPU hog; below 100 it
@@ -17,6 +17,11 @@
  * of an idle guest does on its timers (an idle spinning lab guest's QEMU
  * wakes about 18 times a second); with 0 (the default) it sleeps until
  * stdin is closed.
+ *
+ * With MEM_MB > 0 each thread is memory-bound while it runs: it allocates
+ * MEM_MB of its own (first touched by itself, so on the NUMA node it first
+ * runs on) and writes one byte per cache line through it, over and over,
+ * instead of spinning on a register.
  *
  * Prints one thread id per line, then "ready", and runs until stdin is
  * closed; the benchmark moves the threads between cgroups by TID.
@@ -35,6 +40,7 @@ struct vcpu {
 	pid_t tid;
 	long duty;
 	long period_ns;
+	size_t mem_bytes;
 	pthread_mutex_t lock;
 	pthread_cond_t started;
 };
@@ -50,11 +56,35 @@ now_ns(clockid_t clk)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* One step of work: nothing, or one write to the next cache line. */
+static inline void
+work_step(volatile unsigned char *mem, size_t bytes, size_t *pos)
+{
+	if (!mem)
+		return;
+	mem[*pos]++;
+	*pos += 64;
+	if (*pos >= bytes)
+		*pos = 0;
+}
+
 static void *
 vcpu_main(void *arg)
 {
 	struct vcpu *v = arg;
+	volatile unsigned char *mem = NULL;
+	size_t pos = 0;
 	long long next;
+
+	if (v->mem_bytes) {
+		mem = malloc(v->mem_bytes);
+		if (!mem) {
+			perror("vcpu-spin: malloc");
+			exit(1);
+		}
+		for (size_t i = 0; i < v->mem_bytes; i += 4096)
+			mem[i] = 1;
+	}
 
 	pthread_mutex_lock(&v->lock);
 	v->tid = (pid_t)syscall(SYS_gettid);
@@ -63,7 +93,7 @@ vcpu_main(void *arg)
 
 	if (v->duty >= 100) {
 		while (!done)
-			;
+			work_step(mem, v->mem_bytes, &pos);
 		return NULL;
 	}
 
@@ -74,7 +104,8 @@ vcpu_main(void *arg)
 		struct timespec until;
 
 		while (!done && now_ns(CLOCK_THREAD_CPUTIME_ID) - c0 < work)
-			;
+			for (int k = 0; k < 16; k++)
+				work_step(mem, v->mem_bytes, &pos);
 		next += v->period_ns;
 		/* Fell behind by more than a period: start afresh, as a guest
 		 * whose timer fired late would. */
@@ -91,24 +122,26 @@ int
 main(int argc, char **argv)
 {
 	struct vcpu *v;
-	long n, duty, period_ms = 100, wake_ms = 0;
+	long n, duty, period_ms = 100, wake_ms = 0, mem_mb = 0;
 	struct pollfd in = { .fd = 0, .events = POLLIN };
 	char c;
 
-	if (argc < 3 || argc > 5) {
-		fprintf(stderr, "usage: vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS [WAKE_MS]]\n");
+	if (argc < 3 || argc > 6) {
+		fprintf(stderr, "usage: vcpu-spin NTHREADS DUTY_PCT [PERIOD_MS [WAKE_MS [MEM_MB]]]\n");
 		return 2;
 	}
 	n = strtol(argv[1], NULL, 10);
 	duty = strtol(argv[2], NULL, 10);
 	if (argc >= 4)
 		period_ms = strtol(argv[3], NULL, 10);
-	if (argc == 5)
+	if (argc >= 5)
 		wake_ms = strtol(argv[4], NULL, 10);
+	if (argc == 6)
+		mem_mb = strtol(argv[5], NULL, 10);
 	if (n < 1 || n > 256 || duty < 1 || duty > 100 || period_ms < 1 || period_ms > 10000 ||
-	    wake_ms < 0 || wake_ms > 10000) {
+	    wake_ms < 0 || wake_ms > 10000 || mem_mb < 0 || mem_mb > 4096) {
 		fprintf(stderr, "vcpu-spin: need 1..256 threads, duty 1..100 %%, period 1..10000 ms, "
-			"wake 0..10000 ms\n");
+			"wake 0..10000 ms, memory 0..4096 MiB\n");
 		return 2;
 	}
 	v = calloc(n, sizeof(*v));
@@ -119,6 +152,7 @@ main(int argc, char **argv)
 
 		v[i].duty = duty;
 		v[i].period_ns = period_ms * 1000000L;
+		v[i].mem_bytes = (size_t)mem_mb << 20;
 		pthread_mutex_init(&v[i].lock, NULL);
 		pthread_cond_init(&v[i].started, NULL);
 		pthread_mutex_lock(&v[i].lock);

@@ -6,7 +6,8 @@ thread per vCPU) are placed in cpu cgroups exactly as libvirt places vCPU
 threads:
 
   per-domain  BENCH/machine/NAME.libvirt-qemu/vcpuN   (stock libvirt)
-  per-host    BENCH/machine/vcpus.partition           (vcpu_cgroup = "per-host")
+  per-host    BENCH/machine/vcpus.partition           (vcpu_cgroup = "per-host",
+              weighing 1024 per vCPU thread it holds, as the series sets it)
 
 and each domain's main thread in BENCH/machine/NAME.libvirt-qemu/emulator
 in both layouts.  BENCH is a cpu cgroup of our own ("unsteal-bench") under
@@ -108,14 +109,27 @@ class Layout:
         with open(os.path.join(self.root, rel, "tasks"), "w") as fh:
             fh.write(str(tid))
 
+    def shares(self, rel, value):
+        with open(os.path.join(self.root, rel, "cpu.shares"), "w") as fh:
+            fh.write(str(value))
+
     def place(self, domains, mode):
+        """Moves the threads into mode's layout and sets its weights:
+        per-domain and per-host as libvirt sets them (a default domain
+        weighs 1024; the shared group 1024 per vCPU it holds), and
+        per-domain-scaled with each domain weighing 1024 per vCPU, as
+        OpenStack Nova set cpu_shares."""
         for d in domains:
-            self.attach(f"machine/{d.name}.libvirt-qemu/emulator", d.proc.pid)
+            dom = f"machine/{d.name}.libvirt-qemu"
+            self.shares(dom, 1024 * d.vcpus if mode == "per-domain-scaled" else 1024)
+            self.attach(f"{dom}/emulator", d.proc.pid)
             for i, tid in enumerate(d.tids):
                 if mode == "per-host":
                     self.attach("machine/vcpus.partition", tid)
                 else:
-                    self.attach(f"machine/{d.name}.libvirt-qemu/vcpu{i}", tid)
+                    self.attach(f"{dom}/vcpu{i}", tid)
+        self.shares("machine/vcpus.partition",
+                    1024 * sum(d.vcpus for d in domains) if mode == "per-host" else 1024)
 
     def teardown(self):
         mount = os.path.dirname(self.root)
@@ -136,10 +150,14 @@ class Layout:
 
 
 class Domain:
-    def __init__(self, name, vcpus, duty, wake_ms=0):
-        """wake_ms: the main thread (QEMU's main loop) wakes that often; 0: never."""
+    def __init__(self, name, vcpus, duty, wake_ms=0, period_ms=100, mem_mb=0):
+        """wake_ms: the main thread (QEMU's main loop) wakes that often; 0:
+        never.  period_ms: a vCPU's duty cycle below 100 %; mem_mb: memory
+        each vCPU writes through while it runs (tools/bench/vcpu-spin.c)."""
         self.name, self.vcpus, self.duty = name, vcpus, duty
-        argv = [SPIN_BIN, str(vcpus), str(duty)] + (["100", str(wake_ms)] if wake_ms else [])
+        argv = [SPIN_BIN, str(vcpus), str(duty)]
+        if wake_ms or period_ms != 100 or mem_mb:
+            argv += [str(period_ms), str(wake_ms)] + ([str(mem_mb)] if mem_mb else [])
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
         self.tids = []
