@@ -99,6 +99,10 @@ def cmd_kselftest(args):
 
 
 def cmd_bench(args):
+    if args.what == "scale" and not args.in_guest:
+        # It boots the test host, a layer above the benchmarks
+        from .testing import scalehost
+        return scalehost.command(args)
     from .bench import bench
     return bench.command(args)
 

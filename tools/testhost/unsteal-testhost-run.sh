@@ -18,6 +18,9 @@
 #   UNSTEAL_LIBVIRT_STACK   only when the image's libvirt is not libvirt's
 #                           default stack (the 9.0.0 port): its key
 # unsteal.tests=A,B on the kernel command line runs those tests instead.
+# unsteal.bench=ARG,ARG,... runs 'tools/lab bench scale --in-guest ARG ARG ...'
+# after the tests, as one more test program (bench_scale), its output as is
+# (tools/lablib/testing/scalehost.py reads its 'unsteal-bench: ' lines).
 # shellcheck source=/dev/null
 . /usr/local/etc/unsteal-testhost-run.conf
 export UNSTEAL_BUILD UNSTEAL_BIN="$UNSTEAL_BUILD/unsteal-build/src/unsteal"
@@ -57,7 +60,9 @@ fi
 tests=$UNSTEAL_TESTS
 only=$(sed -n 's/.*unsteal\.tests=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
 [ -n "$only" ] && tests="$only"
+bench=$(sed -n 's/.*unsteal\.bench=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
 n=$(echo "$tests" | wc -w)
+[ -n "$bench" ] && n=$((n + 1))
 echo "TAP version 13"
 echo "1..$n"
 i=0; pass=0; fail=0; skip=0
@@ -84,6 +89,16 @@ for t in $tests; do
         fail=$((fail + 1)); echo "not ok $i - $t # exit=$rc"
     fi
 done
+if [ -n "$bench" ]; then
+    i=$((i + 1))
+    echo "# test: bench_scale (started at $(cut -d' ' -f1 /proc/uptime) s)"
+    # shellcheck disable=SC2086 # one word per argument
+    if python3 tools/lab bench scale --in-guest $bench 2>&1; then
+        pass=$((pass + 1)); echo "ok $i - bench_scale"
+    else
+        fail=$((fail + 1)); echo "not ok $i - bench_scale"
+    fi
+fi
 echo "unsteal-testhost: $pass passed, $fail failed, $skip skipped"
 echo "unsteal-testhost: done at $(cut -d' ' -f1 /proc/uptime) s"
 sync

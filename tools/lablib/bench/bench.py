@@ -52,6 +52,13 @@ def command(args):
             kw = {k: v for k, v in (("sizes", args.mix), ("reps", args.reps),
                                     ("seconds", args.seconds)) if v is not None}
             benchexporter.run_bench(outdir=args.out, command=argv, **kw)
+        elif w == "scale":
+            # Inside the test host (tools/lablib/testing/scalehost.py boots it)
+            from . import benchscale
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
+                  if v is not None}
+            balancing = {"off": [0], "on": [1], "both": [0, 1]}[args.numa_balancing]
+            return benchscale.run_in_guest(args.mix, balancing=balancing, **kw)
         elif w == "control":
             from . import benchcontrol
             kw = {"reps": args.reps} if args.reps is not None else {}

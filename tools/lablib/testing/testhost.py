@@ -94,10 +94,30 @@ def _parse(out, line, t_rel):
     parse(out, line, t_rel, CONSOLE)
 
 
+def machine_args(cpus=2, nodes=1, memory_mb=MEMORY_MB):
+    """QEMU's CPUs and memory: cpus CPUs, in nodes NUMA nodes (one socket,
+    and so one last-level cache, per node) with the memory split evenly."""
+    if nodes <= 1:
+        return ["-smp", str(cpus), "-m", f"{memory_mb}M"]
+    if cpus % nodes or memory_mb % nodes:
+        raise LabError(f"{cpus} CPUs and {memory_mb} MiB do not split into {nodes} nodes")
+    per = cpus // nodes
+    args = ["-smp", f"{cpus},sockets={nodes},cores={per},threads=1", "-m", f"{memory_mb}M"]
+    for n in range(nodes):
+        args += ["-object", f"memory-backend-ram,id=mem{n},size={memory_mb // nodes}M",
+                 "-numa", f"node,nodeid={n},cpus={n * per}-{(n + 1) * per - 1},memdev=mem{n}"]
+    return args
+
+
 def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAULT,
-         kernel_path=None):
+         kernel_path=None, machine=None, tcg="single", append_extra="", console=None,
+         name=None):
     """Boots one row; with kernel 'ours' the lab kernel at kernel_path, or
-    built first when None."""
+    built first when None.  machine: machine_args() (default 2 CPUs, one
+    node); tcg: 'single' or 'multi' TCG threads; append_extra: more of the
+    kernel command line; console: a Console that also reads the caller's
+    own lines (default CONSOLE); name: of the run's overlay and log (default
+    the variant's)."""
     if variant not in VARIANTS:
         raise LabError(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
     if not os.path.exists(rel.image):
@@ -107,7 +127,8 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAU
         boot_files = ["-kernel", kernel_path or kernel_image()]
     else:
         boot_files = ["-kernel", rel.debian_kernel, "-initrd", rel.debian_initrd]
-    overlay = os.path.join(rel.dir, f"run-{variant}.qcow2")
+    name = name or variant
+    overlay = os.path.join(rel.dir, f"run-{name}.qcow2")
     if os.path.exists(overlay):
         os.unlink(overlay)
     run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", rel.image, overlay])
@@ -115,22 +136,26 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAU
               + VARIANTS[variant]["append"])
     if tests:
         append += " unsteal.tests=" + ",".join(tests)
-    # One TCG thread for both vCPUs: with multi-threaded TCG the guest
-    # kernel's live code patching (static keys, e.g. the CFS bandwidth key
-    # that vCPU quotas flip) raced with the other vCPU and ended in an
+    if append_extra:
+        append += " " + append_extra
+    # One TCG thread for all vCPUs by default: with multi-threaded TCG the
+    # guest kernel's live code patching (static keys, e.g. the CFS bandwidth
+    # key that vCPU quotas flip) raced with the other vCPU and ended in an
     # "int3" oops in 3 of 10 boots on 2026-11-23; in one thread it cannot.
-    cmd = ["nice", "-n", "19", "qemu-system-x86_64", "-accel", "tcg,thread=single",
-           "-nographic", "-no-reboot", "-smp", "2", "-m", f"{MEMORY_MB}M", "-cpu", "max",
-           "-nic", "none", "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
+    if tcg not in ("single", "multi"):
+        raise LabError(f"tcg {tcg!r}: 'single' or 'multi'")
+    cmd = ["nice", "-n", "19", "qemu-system-x86_64", "-accel", f"tcg,thread={tcg}",
+           "-nographic", "-no-reboot"] + (machine or machine_args()) + [
+           "-cpu", "max", "-nic", "none", "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
            "-append", append] + boot_files
-    log = rel.log(variant)
+    log = rel.log(name)
     which = "our kernel" if kernel == "ours" else "Debian's kernel"
     step(f"testhost: booting {variant} of {rel.describe()} ({which}): "
          f"{VARIANTS[variant]['desc']} "
          f"(watchdog {timeout} s; "
          f"console in {os.path.relpath(log, ROOT)})")
     try:
-        return boot_qemu(cmd, log, timeout, CONSOLE, timestamps=True)
+        return boot_qemu(cmd, log, timeout, console or CONSOLE, timestamps=True)
     finally:
         if not keep and os.path.exists(overlay):
             os.unlink(overlay)
@@ -175,7 +200,7 @@ def verdict(variant, out, rel=DEFAULT):
     return passed, failed
 
 
-def _lock():
+def host_lock():
     mkdirs(TH)
     lock = open(os.path.join(TH, "lock"), "w")
     try:
@@ -188,7 +213,7 @@ def _lock():
 def test_build():
     """tools/lab test: the image (our libvirt built from the work tree) and the
     lab kernel that every row boots (its "build kernel" stage built it)."""
-    lock = _lock()
+    lock = host_lock()
     try:
         image = build()
         built_kernel_image()
@@ -211,7 +236,7 @@ def test_row(variant, timeout=1800):
     A guest kernel that dies before the run ends (nested TCG has shown an
     int3 oops while the kernel patched its own code) gets one more boot;
     both outcomes are printed."""
-    lock = _lock()
+    lock = host_lock()
     try:
         kpath = built_kernel_image()
         out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
@@ -230,7 +255,7 @@ def test_row(variant, timeout=1800):
 def command(args):
     from ..common import require_root
     require_root("tools/lab testhost")
-    with _lock():
+    with host_lock():
         return _command(args)
 
 

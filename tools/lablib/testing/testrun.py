@@ -14,7 +14,8 @@ and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
 the lab daemon); unsteal's own Debian package, built and installed; the
 libvirt integration tests again inside the test host,
-on each row of the host matrix (tools/lablib/testing/testhost.py); the kernel
+on each row of the host matrix (tools/lablib/testing/testhost.py), and the
+scale benchmark's smoke run in it (scalehost.py); the kernel
 selftests in QEMU once the kernel series has patches.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
@@ -132,6 +133,12 @@ def run_all(quick=False):
                 t.stage(f"test host {v}: libvirt integration tests "
                         f"({', '.join(testhost.tests_in_host(v))})",
                         lambda v=v: testhost.test_row(v))
+            # The scale benchmark's smoke run ('tools/lab bench scale' is
+            # the benchmark): 4 CPUs in 2 nodes, the trace-based idle steal
+            # checked against the kernel, every layout measured once.
+            from . import scalehost
+            t.stage("bench scale: smoke run on a 4-CPU, 2-node test host",
+                    scalehost.test_smoke)
     if stack.read_series(stacks.get("kernel").dir):
         try:
             from . import kselftest

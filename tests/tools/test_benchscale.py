@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench scale without a guest: the three layouts' weights, a
+window's idle steal from its trace, the console lines, the QEMU topology
+and the smoke run's checks.
+
+The layouts are written into a scratch directory standing in for the cpu
+hierarchy (benchsched.Layout only makes directories and writes files);
+the window is a constructed trace whose answer is known by hand: on two
+CPUs, thread A runs on CPU 0 the whole 10 s, thread B wakes at 1 s, waits
+behind it for 3 s while CPU 1 is idle and then runs on CPU 1 for 6 s.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+
+WORK = tap.setup("unsteal-benchscale-")
+ok = tap.ok
+
+from lablib.bench import benchscale, benchsched  # noqa: E402
+from lablib.common import LabError  # noqa: E402
+from lablib.testing import qemuboot, scalehost  # noqa: E402
+
+
+# ---------------------------------------------------------------- layouts
+
+class FakeProc:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+class FakeDomain:
+    def __init__(self, name, vcpus, first_tid):
+        self.name, self.vcpus, self.duty = name, vcpus, 100
+        self.proc = FakeProc(first_tid - 1)
+        self.tids = list(range(first_tid, first_tid + vcpus))
+
+
+def read(layout, rel, name):
+    with open(os.path.join(layout.root, rel, name)) as fh:
+        return fh.read().strip()
+
+
+mount = os.path.join(WORK, "cpu")
+os.makedirs(mount)
+domains = [FakeDomain("big", 4, 100), FakeDomain("small", 1, 200)]
+layout = benchsched.Layout(mount)
+layout.setup(domains)
+weights = {}
+for lay in benchscale.LAYOUTS:
+    layout.place(domains, lay)
+    weights[lay] = {rel: int(read(layout, rel, "cpu.shares"))
+                    for rel in ("machine/big.libvirt-qemu", "machine/small.libvirt-qemu",
+                                "machine/vcpus.partition")}
+ok(weights["per-domain"] == {"machine/big.libvirt-qemu": 1024,
+                             "machine/small.libvirt-qemu": 1024,
+                             "machine/vcpus.partition": 1024},
+   "per-domain: every domain weighs 1024, as stock libvirt sets it", weights["per-domain"])
+ok(weights["per-domain-scaled"]["machine/big.libvirt-qemu"] == 4096
+   and weights["per-domain-scaled"]["machine/small.libvirt-qemu"] == 1024,
+   "per-domain-scaled: a domain weighs 1024 per vCPU", weights["per-domain-scaled"])
+ok(weights["per-host"]["machine/vcpus.partition"] == 5 * 1024
+   and weights["per-host"]["machine/big.libvirt-qemu"] == 1024,
+   "per-host: the shared group weighs 1024 per vCPU it holds", weights["per-host"])
+ok(read(layout, "machine/vcpus.partition", "tasks") == "200"
+   and read(layout, "machine/big.libvirt-qemu/emulator", "tasks") == "99",
+   "per-host: the vCPU threads go to the shared group, the main threads to their domains")
+layout.place(domains, "per-domain")
+ok(int(read(layout, "machine/vcpus.partition", "cpu.shares")) == 1024
+   and read(layout, "machine/small.libvirt-qemu/vcpu0", "tasks") == "200",
+   "back to per-domain: the threads and the weights are per-domain again")
+
+
+# ---------------------------------------------------------------- a window
+
+A, B = 11, 12
+
+
+def switch(ts, cpu, prev, state, nxt):
+    return (f"  x-{prev}     [{cpu:03d}] d..2. {ts:.6f}: sched_switch: prev_comm=x "
+            f"prev_pid={prev} prev_prio=120 prev_state={state} ==> next_comm=y "
+            f"next_pid={nxt} next_prio=120")
+
+
+def wakeup(ts, cpu, pid):
+    return (f"  k-1     [{cpu:03d}] dN.4. {ts:.6f}: sched_wakeup: comm=y pid={pid} "
+            f"prio=120 target_cpu={cpu:03d}")
+
+
+trace = [switch(0.0, 1, 7, "S", 0), switch(0.0, 0, 7, "S", A), wakeup(1.0, 0, B),
+         switch(4.0, 1, 0, "R", B), switch(10.0, 0, A, "S", 0), switch(10.0, 1, B, "S", 0)]
+
+
+def window(affinity_b):
+    return {"threads": {"d/0": {"share": 1.0, "steal": 0.0, "tid": A},
+                        "d/1": {"share": 0.6, "steal": 0.4, "tid": B}},
+            "host_idle": 0.2, "affinity": {str(A): [0, 1], str(B): affinity_b}}
+
+
+win = window([0, 1])
+benchscale.add_idle_steal(win, trace, 2)
+b = win["threads"]["d/1"]
+ok(abs(win["trace_s"] - 10.0) < 1e-6, "the trace spans the window", win["trace_s"])
+ok(abs(b["idle_steal"] - 0.3) < 1e-6 and abs(b["trace_wait"] - 0.3) < 1e-6,
+   "B waited 3 of 10 s beside an idle CPU it may use: idle steal 0.3", b)
+ok(abs(b["est_idle_steal"] - 0.08) < 1e-6,
+   "the estimate (steal x host idle) is kept beside it: 0.4 x 0.2", b)
+ok(win["threads"]["d/0"]["idle_steal"] == 0.0, "A never waited: no idle steal")
+ok(abs(win["trace_idle"] - 0.2) < 1e-6, "CPU 1 idle 4 of 10 s: the host idle 0.2 by the trace",
+   win["trace_idle"])
+win = window([0])
+benchscale.add_idle_steal(win, trace, 2)
+ok(win["threads"]["d/1"]["idle_steal"] == 0.0,
+   "the same wait with B allowed on CPU 0 only is no idle steal", win["threads"]["d/1"])
+
+
+# ---------------------------------------------------------------- the host side
+
+args = scalehost.machine_args(16, 2, 4096)
+ok(args[:4] == ["-smp", "16,sockets=2,cores=8,threads=1", "-m", "4096M"]
+   and "node,nodeid=0,cpus=0-7,memdev=mem0" in args
+   and "node,nodeid=1,cpus=8-15,memdev=mem1" in args
+   and "memory-backend-ram,id=mem1,size=2048M" in args,
+   "16 CPUs in 2 nodes: a socket and half the memory per node", args)
+ok(scalehost.machine_args(2, 1, 2048) == ["-smp", "2", "-m", "2048M"],
+   "one node: the test host's usual 2 CPUs")
+try:
+    scalehost.machine_args(6, 4, 4096)
+    ok(False, "6 CPUs do not split into 4 nodes")
+except LabError as e:
+    ok("do not split" in str(e), "6 CPUs do not split into 4 nodes: refused", e)
+ok(scalehost.guest_args(["seed-4-2-2", "seed-like"], 5, 10, "both")
+   == "unsteal.bench=--mix,seed-4-2-2,--mix,seed-like,--reps,5,--seconds,10,"
+      "--numa-balancing,both", "the in-guest command on the kernel command line")
+
+out = qemuboot.Outcome()
+result = {"mix": "smoke", "reps": []}
+lines = ["unsteal-bench: topology " + json.dumps({"cpus": 4}),
+         "# unsteal-bench: progress smoke: repetition 1/1 measured",
+         "unsteal-bench: result " + json.dumps(result),
+         "unsteal-bench: result {\"mix\": ",
+         "ok 1 - idle_steal_trace"]
+for i, line in enumerate(lines):
+    qemuboot.parse(out, line, float(i), scalehost.SCALE_CONSOLE)
+ok(out.records["topology"] == [{"cpus": 4}] and out.records["result"] == [result],
+   "the benchmark's lines come back from the console", dict(out.records))
+ok(len(out.records["garbled"]) == 1, "a cut-off result line is kept as garbled")
+ok(len(out.results) == 1 and out.results[0].name == "idle_steal_trace",
+   "the runner's TAP is read as before", out.results)
+
+
+def smoke(drop=None, span=2.0):
+    reps = [{lay: {"trace_s": span, "threads": {"d/0": {"idle_steal": 0.0}}}
+             for lay in benchscale.LAYOUTS if lay != drop}]
+    return {"seconds": 2, "mixes": [{"mix": "smoke", "reps": reps}]}
+
+
+def smoke_error(results):
+    try:
+        scalehost.check_smoke(results)
+        return None
+    except LabError as e:
+        return str(e)
+
+
+ok(smoke_error(smoke()) is None, "a complete smoke run passes its checks")
+ok("no per-host window" in (smoke_error(smoke(drop="per-host")) or ""),
+   "a smoke run without one layout fails", smoke_error(smoke(drop="per-host")))
+ok("covers 0.20 s" in (smoke_error(smoke(span=0.2)) or ""),
+   "a smoke run whose trace misses most of the window fails", smoke_error(smoke(span=0.2)))
+
+for name, (cpus, desc, spec) in benchscale.MIXES.items():
+    vcpus = sum(d[1] for d in spec)
+    ok(cpus % 2 == 0 and desc and all(0 < d[2] <= 100 and d[3] > 0 for d in spec)
+       and len({d[0] for d in spec}) == len(spec),
+       f"mix {name}: {vcpus} vCPUs on {cpus} CPUs, each domain named once, duties in range")
+
+sys.exit(tap.end())

@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench scale, the part that runs inside the many-CPU test host.
+
+tools/lablib/testing/scalehost.py boots the test host with N CPUs in two
+NUMA nodes and starts this with 'tools/lab bench scale --in-guest'.  Here
+the synthetic domains of bench sched (tools/bench/vcpu-spin.c, one
+process per domain, one thread per vCPU; benchsched.Domain) are placed in
+the cpu cgroup v1 hierarchy in three layouts (benchsched.Layout):
+
+  per-domain         stock libvirt: a group per domain, each weighing 1024
+  per-domain-scaled  the same groups weighing 1024 per vCPU (what OpenStack
+                     Nova did with cpu_shares; no patch needed)
+  per-host           vcpu_cgroup = "per-host": every vCPU in one group
+
+The same threads go through all three in every repetition, in an order
+that rotates, so the layouts are measured side by side.  In each window
+the scheduler's sched_switch and sched_wakeup tracepoints are recorded
+(schedtrace.Recorder); after a mix, with its domains stopped, the traces
+are replayed (idlesteal.replay) into the exact idle steal of every vCPU
+thread: the time it was runnable and waiting while a CPU it may run on
+was idle.  Share and steal come from /proc/PID/task/TID/schedstat.
+
+Every result is printed as one line 'unsteal-bench: result JSON' on
+stdout, which the host reads from the serial console.
+"""
+
+import json
+import os
+import statistics
+import time
+
+from ..common import LabError, require_root
+from . import idlesteal, schedtrace
+from .benchkit import check_args, median
+from .benchsched import Domain, Layout, build_spinner, cpu_mount, cpu_times, summarise
+from ..lab import measure
+
+LAYOUTS = ("per-domain", "per-domain-scaled", "per-host")
+PREFIX = "unsteal-bench: "
+NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
+TRACE_BUFFER_KB = 4096     # per CPU
+SETTLE = 2                 # seconds after a change of layout before a window
+
+# A domain: (name, vCPUs, duty %, period ms, MiB each vCPU writes through).
+# Duty 100 is a busy vCPU; below 100 a vCPU runs duty % of each period and
+# sleeps the rest (2-8 ms periods: a guest doing synchronous I/O or waking
+# on short timers; 100 ms: a mostly idle guest).
+# name -> (CPUs of the host, description, [domain]).
+MIXES = {
+    "seed-4-2-2": (8, "the seed talk's conceptual host: busy domains of 4, 2 and 2 vCPUs "
+                      "on 8 CPUs (exactly committed)",
+                   [("big", 4, 100, 100, 0), ("mid1", 2, 100, 100, 0),
+                    ("mid2", 2, 100, 100, 0)]),
+    "seed-like": (8, "the seed talk's measured host, scaled to 8 CPUs: domains of 1 (CPU-bound), "
+                     "1 (sync: 30 % of 2 ms), 2 (memory-bound, 64 MiB each), 4 (idle: 5 % of "
+                     "100 ms) and 6 vCPUs (50 % of 8 ms): 14 vCPUs, 6.5 CPUs of demand",
+                  [("cpu1", 1, 100, 100, 0), ("sync1", 1, 30, 2, 0), ("vm2", 2, 100, 100, 64),
+                   ("idle4", 4, 5, 100, 0), ("mixed6", 6, 50, 8, 0)]),
+    "exact-16": (16, "16 vCPUs on 16 CPUs: domains of 8 (50 % of 8 ms), 4 and 2 (busy) and "
+                     "2 vCPUs (20 % of 100 ms): 10.4 CPUs of demand",
+                 [("mixed8", 8, 50, 8, 0), ("busy4", 4, 100, 100, 0), ("busy2", 2, 100, 100, 0),
+                  ("light2", 2, 20, 100, 0)]),
+    "over-16": (16, "24 vCPUs on 16 CPUs (1.5x): domains of 8 (50 % of 8 ms), 6 and 4 (busy, "
+                    "the 4 memory-bound, 32 MiB each), 2 (sync: 30 % of 2 ms), 2 and 1 (busy) "
+                    "and 1 vCPU (idle: 5 % of 100 ms): 17.7 CPUs of demand",
+                [("mixed8", 8, 50, 8, 0), ("busy6", 6, 100, 100, 0), ("vm4", 4, 100, 100, 32),
+                 ("sync2", 2, 30, 2, 0), ("busy2", 2, 100, 100, 0), ("busy1", 1, 100, 100, 0),
+                 ("idle1", 1, 5, 100, 0)]),
+    # tools/lab test's smoke run: 4 CPUs, seconds.
+    "smoke": (4, "the smoke run of tools/lab test: a busy 2-vCPU domain and a 1-vCPU domain "
+                 "at 50 % of 4 ms on 4 CPUs",
+              [("busy2", 2, 100, 100, 0), ("sync1", 1, 50, 4, 0)]),
+}
+
+
+def emit(kind, payload):
+    print(PREFIX + kind + " " + (payload if isinstance(payload, str)
+                                 else json.dumps(payload, separators=(",", ":"))), flush=True)
+
+
+def set_numa_balancing(value):
+    """Sets kernel.numa_balancing (0 or 1); the value it had."""
+    try:
+        with open(NUMA_BALANCING) as fh:
+            old = int(fh.read().split()[0])
+        with open(NUMA_BALANCING, "w") as fh:
+            fh.write(str(value))
+    except OSError as e:
+        raise LabError(f"cannot set {NUMA_BALANCING} to {value} (CONFIG_NUMA_BALANCING?): {e}")
+    return old
+
+
+def record_window(domains, rec, seconds):
+    """One window: schedstat share and steal per vCPU thread, host idle
+    fraction, each thread's affinity, and the trace's lines."""
+    threads = {f"{d.name}/{i}": (d.proc.pid, tid) for d in domains for i, tid in enumerate(d.tids)}
+    affinity = {tid: sorted(os.sched_getaffinity(tid)) for _, tid in threads.values()}
+    i0, t0 = cpu_times()
+    rec.start()
+    res = measure.sample(threads, seconds)
+    lines = rec.stop()
+    i1, t1 = cpu_times()
+    idle = (i1 - i0) / (t1 - t0) if t1 > t0 else 0.0
+    per_thread = {k: {"share": s, "steal": w, "tid": threads[k][1]} for k, (s, w) in res.items()}
+    return {"threads": per_thread, "host_idle": idle, "affinity": affinity}, lines
+
+
+def add_idle_steal(win, lines, ncpus):
+    """The exact idle steal of every thread of a window, from its trace."""
+    affinity = {int(t): set(c) for t, c in win.pop("affinity").items()}
+    span, totals, idle = idlesteal.replay(idlesteal.parse(lines), affinity, range(ncpus))
+    win["trace_s"] = span
+    for v in win["threads"].values():
+        t = totals[v["tid"]]
+        v["idle_steal"] = t.idle_wait / span if span > 0 else 0.0
+        v["trace_wait"] = t.wait / span if span > 0 else 0.0
+        v["est_idle_steal"] = v["steal"] * win["host_idle"]
+    win["trace_idle"] = sum(idle.values()) / (span * ncpus) if span > 0 else 0.0
+
+
+def per_domain_shares(domains, threads):
+    """Mean CPU share per vCPU of each domain."""
+    return {d.name: statistics.mean(threads[f"{d.name}/{i}"]["share"] for i in range(d.vcpus))
+            for d in domains}
+
+
+def window_summary(domains, win):
+    t = win["threads"]
+    return {**summarise(domains, t),
+            "est_idle_steal": sum(v["est_idle_steal"] for v in t.values()),
+            "host_idle": win["host_idle"], "trace_idle": win["trace_idle"],
+            "per_vcpu": per_domain_shares(domains, t)}
+
+
+FIELDS = ("ratio", "jain", "steal", "idle_steal", "est_idle_steal", "util", "host_idle",
+          "trace_idle")
+
+
+def run_mix(mount, mix, balancing, reps, seconds, settle):
+    """One mix with NUMA balancing on (1) or off (0): every layout, reps times."""
+    ncpus = os.cpu_count()
+    want, desc, spec = MIXES[mix]
+    if ncpus < want:
+        raise LabError(f"mix {mix} is for {want} CPUs; this host has {ncpus}")
+    old = set_numa_balancing(balancing)
+    domains, windows = [], []
+    layout = Layout(mount)
+    try:
+        for name, vcpus, duty, period, mem in spec:
+            domains.append(Domain(name, vcpus, duty, period_ms=period, mem_mb=mem))
+        layout.setup(domains)
+        with schedtrace.Recorder(buffer_kb=TRACE_BUFFER_KB) as rec:
+            for r in range(reps):
+                order = LAYOUTS[r % 3:] + LAYOUTS[:r % 3]
+                for lay in order:
+                    layout.place(domains, lay)
+                    time.sleep(settle)
+                    win, lines = record_window(domains, rec, seconds)
+                    windows.append((r, lay, win, lines))
+                emit("progress", f"{mix}, NUMA balancing {'on' if balancing else 'off'}: "
+                                 f"repetition {r + 1}/{reps} measured")
+    finally:
+        for d in domains:
+            d.stop()
+        layout.teardown()
+        set_numa_balancing(old)
+    out = {"mix": mix, "cpus": ncpus, "numa_balancing": bool(balancing), "description": desc,
+           "domains": [{"name": n, "vcpus": v, "duty": d, "period_ms": p, "mem_mb": m}
+                       for n, v, d, p, m in spec],
+           "reps": [dict() for _ in range(reps)]}
+    for r, lay, win, lines in windows:
+        add_idle_steal(win, lines, ncpus)
+        out["reps"][r][lay] = {**window_summary(domains, win), "trace_s": win["trace_s"],
+                               "threads": win["threads"]}
+    out["median"], out["range"] = {}, {}
+    for lay in LAYOUTS:
+        rs = [rep[lay] for rep in out["reps"]]
+        out["median"][lay] = {f: median(x[f] for x in rs) for f in FIELDS}
+        out["median"][lay]["per_vcpu"] = {d.name: statistics.median(x["per_vcpu"][d.name]
+                                                                    for x in rs)
+                                          for d in domains}
+        out["range"][lay] = {f: [min(x[f] for x in rs if x[f] is not None),
+                                 max(x[f] for x in rs if x[f] is not None)]
+                             for f in FIELDS if any(x[f] is not None for x in rs)}
+    return out
+
+
+def topology():
+    """CPUs per NUMA node and the kernel, as the guest sees them."""
+    nodes = {}
+    base = "/sys/devices/system/node"
+    for n in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        if n.startswith("node") and n[4:].isdigit():
+            with open(os.path.join(base, n, "cpulist")) as fh:
+                nodes[n] = fh.read().strip()
+    return {"cpus": os.cpu_count(), "nodes": nodes, "kernel": os.uname().release}
+
+
+def run_in_guest(mixes, balancing, reps=5, seconds=10, settle=SETTLE):
+    """What the test host runs: every mix with every NUMA balancing setting."""
+    require_root("bench scale --in-guest")
+    mixes = check_args(mixes, MIXES, reps, seconds)
+    if not schedtrace.available():
+        raise LabError("bench scale needs tracefs (CONFIG_FTRACE) to measure idle steal")
+    mount = cpu_mount()
+    build_spinner()     # in the test host: the image's, newer than its source
+    emit("topology", topology())
+    for mix in mixes:
+        for b in balancing:
+            emit("result", run_mix(mount, mix, b, reps, seconds, settle))
+    emit("done", "")
+    return 0

@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""tools/lab bench scale: idle steal on a simulated many-CPU NUMA host.
+
+This machine has 2 cores, so the many-CPU host is the Debian 13 test host
+(testhost.py) booted under QEMU TCG with the lab kernel and 8 or 16 CPUs
+in 2 NUMA nodes (one socket, so one last-level cache, per node; the
+memory split evenly), cgroup v1 with cpu,cpuacct co-mounted (the
+v1-comounted row, no systemd).  The guest kernel's scheduler makes its
+real decisions on that topology; its CPUs are emulated, far slower than
+hardware, and time-share the host's cores.
+
+Each boot runs, inside, tests/integration/test_idle_steal_trace.py (the
+trace-based idle steal against the kernel's own accounting, on this very
+kernel) and then 'tools/lab bench scale --in-guest' with every mix of its
+CPU count (tools/lablib/bench/benchscale.py); the results come back on the
+serial console as 'unsteal-bench: result JSON' lines.  They are written,
+with a Markdown table, to _build/bench/scale (or --out).
+
+'--smoke' is the stage of tools/lab test: 4 CPUs, the 'smoke' mix, one
+repetition of 2-second windows, on the image tools/lab test just built.
+"""
+
+import json
+import math
+import os
+import time
+
+from ..common import BUILD, LabError, require_root, step
+from ..bench.benchkit import check_args, publish
+from ..bench.benchscale import LAYOUTS, MIXES, PREFIX, SETTLE
+from ..bench.benchsched import fmt, machine_info
+from .qemuboot import Console
+from .testhost import CONSOLE, boot, host_lock, machine_args
+from .testhostimage import build, built_kernel_image, kernel_image
+
+NODES = 2
+VARIANT = "v1-comounted"
+BOOT_S = 600            # a 16-CPU TCG boot to the runner, and its first test, at most
+SMOKE = {"mixes": ["smoke"], "reps": 1, "seconds": 2}
+
+
+def _on_line(out, line):
+    """Keeps the benchmark's own lines; True when the line was one."""
+    if PREFIX not in line:
+        return False
+    kind, _, payload = line.split(PREFIX, 1)[1].partition(" ")
+    if kind in ("result", "topology"):
+        try:
+            out.records[kind].append(json.loads(payload))
+        except ValueError:
+            out.records["garbled"].append(line)
+    return True
+
+
+SCALE_CONSOLE = Console(CONSOLE.marker, CONSOLE.result_re, CONSOLE.sub_re, CONSOLE.program_re,
+                        on_line=_on_line)
+
+
+def memory_mb(cpus):
+    return 2048 if cpus <= 4 else 4096
+
+
+def guest_args(mixes, reps, seconds, balancing):
+    """The kernel command line's unsteal.bench=: the in-guest command's
+    arguments, joined by commas."""
+    args = []
+    for m in mixes:
+        args += ["--mix", m]
+    args += ["--reps", str(reps), "--seconds", str(seconds), "--numa-balancing", balancing]
+    return "unsteal.bench=" + ",".join(args)
+
+
+def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False):
+    """Boots the test host with cpus CPUs and runs mixes inside; the
+    results, checked to be complete."""
+    nbal = 2 if balancing == "both" else 1
+    measure_s = len(mixes) * nbal * reps * len(LAYOUTS) * (SETTLE + seconds)
+    # The replay of the traces runs in the emulated guest, after the windows
+    timeout = BOOT_S + 3 * measure_s + 60 * cpus
+    step(f"bench: scale: {cpus} CPUs in {NODES} nodes, mixes {', '.join(mixes)}, "
+         f"NUMA balancing {balancing}: about {math.ceil(measure_s / 60)} min of windows "
+         f"(watchdog {timeout} s)")
+    t0 = time.monotonic()
+    with host_lock():
+        out = boot(VARIANT, timeout=timeout, tests=["idle_steal_trace"], kernel="ours",
+                   kernel_path=built_kernel_image() if smoke else kernel_image(),
+                   machine=machine_args(cpus, NODES, memory_mb(cpus)), tcg=tcg,
+                   append_extra=guest_args(mixes, reps, seconds, balancing),
+                   console=SCALE_CONSOLE, name=f"scale-{cpus}")
+    problems = []
+    if not out.done:
+        problems.append("the test host did not finish ("
+                        + ("watchdog expired" if out.timed_out else "it stopped early") + ")")
+    for r in out.results:
+        if not r.ok or r.skipped:
+            problems.append(f"{r.name}: {'skipped' if r.skipped else 'failed'}{r.rest}")
+    if out.splats:
+        problems.append(f"kernel problem lines: {out.splats[0]}")
+    results = out.records.get("result", [])
+    if len(results) != len(mixes) * nbal:
+        problems.append(f"{len(results)} results came back, {len(mixes) * nbal} expected")
+    if out.records.get("garbled"):
+        problems.append(f"garbled result line: {out.records['garbled'][0][:200]}")
+    if problems:
+        raise LabError(f"bench scale on {cpus} CPUs: " + "; ".join(problems))
+    topo = (out.records.get("topology") or [{}])[0]
+    step(f"bench: scale: {cpus} CPUs done in {time.monotonic() - t0:.0f} s "
+         f"(nodes {topo.get('nodes')})")
+    return topo, results
+
+
+def run_bench(mixes=None, reps=5, seconds=10, balancing="both", tcg="single",
+              outdir=None, command=None, smoke=False):
+    require_root("bench scale")
+    mixes = check_args(mixes, {m: v for m, v in MIXES.items() if m != "smoke" or smoke},
+                       reps, seconds)
+    outdir = outdir or os.path.join(BUILD, "bench", "scale-smoke" if smoke else "scale")
+    if not smoke:
+        build()             # the image carries the benchmark's code
+    by_cpus = {}
+    for m in mixes:
+        by_cpus.setdefault(MIXES[m][0], []).append(m)
+    results = {"command": command, "machine": machine_info(), "seconds": seconds,
+               "settle": SETTLE, "reps": reps, "tcg": tcg, "nodes": NODES,
+               "variant": VARIANT, "hosts": [], "mixes": []}
+    for cpus in sorted(by_cpus):
+        topo, res = one_boot(cpus, by_cpus[cpus], reps, seconds, balancing, tcg, smoke)
+        results["hosts"].append(topo)
+        results["mixes"] += res
+    return publish("scale", results, outdir, markdown)
+
+
+def check_smoke(results):
+    """tools/lab test's checks of a smoke run: every layout measured, with
+    a trace that covers its window."""
+    bad = []
+    for mix in results["mixes"]:
+        for rep in mix["reps"]:
+            for lay in LAYOUTS:
+                w = rep.get(lay)
+                if w is None:
+                    bad.append(f"{mix['mix']}: no {lay} window")
+                    continue
+                if not w["threads"] or any("idle_steal" not in v for v in w["threads"].values()):
+                    bad.append(f"{mix['mix']}: {lay}: threads without idle steal")
+                if w["trace_s"] < 0.5 * results["seconds"]:
+                    bad.append(f"{mix['mix']}: {lay}: the trace covers {w['trace_s']:.2f} s "
+                               f"of a {results['seconds']} s window")
+    if bad:
+        raise LabError("bench scale smoke: " + "; ".join(bad))
+
+
+def test_smoke():
+    """tools/lab test: the measurement code end to end on a 4-CPU, 2-node
+    test host: (passed, failed)."""
+    results = run_bench(balancing="both", smoke=True, command="tools/lab bench scale --smoke",
+                        **SMOKE)
+    check_smoke(results)
+    return 1, 0
+
+
+def command(args):
+    import shlex
+    import sys
+    argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if args.smoke:
+        if args.mix or args.reps or args.seconds:
+            raise LabError("--smoke runs its own mix, repetitions and window")
+        results = run_bench(balancing=args.numa_balancing, tcg=args.tcg, outdir=args.out,
+                            command=argv, smoke=True, **SMOKE)
+        check_smoke(results)
+        return 0
+    kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds)) if v is not None}
+    run_bench(mixes=args.mix, balancing=args.numa_balancing, tcg=args.tcg, outdir=args.out,
+              command=argv, **kw)
+    return 0
+
+
+# ---------------------------------------------------------------- report
+
+def _rng(mix, lay, field, spec=".3f"):
+    r = mix["range"][lay].get(field)
+    return "n/a" if not r else f"{r[0]:{spec}}–{r[1]:{spec}}"
+
+
+def markdown(results):
+    lines = [f"Simulated hosts (QEMU TCG, {results['tcg']}-threaded, on "
+             f"{results['machine']['cpus']} host CPUs): "
+             + "; ".join(f"{h.get('cpus')} CPUs, nodes {h.get('nodes')}"
+                         for h in results["hosts"])
+             + f". {results['reps']} repetitions of {results['seconds']} s windows "
+               "per layout, medians (ranges). Command: `" + (results["command"] or "") + "`.",
+             "",
+             "| CPUs | mix | NUMA balancing | layout | large/small per-vCPU | Jain (busy) "
+             "| steal (vCPUs) | idle steal, exact (vCPUs) | range | idle steal, estimate "
+             "| host idle |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for mix in results["mixes"]:
+        for lay in LAYOUTS:
+            m = mix["median"][lay]
+            lines.append(f"| {mix['cpus']} | {mix['mix']} | "
+                         f"{'on' if mix['numa_balancing'] else 'off'} | {lay} | "
+                         f"{fmt(m['ratio'])} | {fmt(m['jain'], '.3f')} | {fmt(m['steal'])} | "
+                         f"{fmt(m['idle_steal'], '.3f')} | {_rng(mix, lay, 'idle_steal')} | "
+                         f"{fmt(m['est_idle_steal'], '.3f')} | "
+                         f"{m['host_idle'] * 100:.1f} % |")
+    lines.append("")
+    for mix in results["mixes"]:
+        lines.append(f"**{mix['mix']}**, NUMA balancing "
+                     f"{'on' if mix['numa_balancing'] else 'off'} ({mix['description']}): "
+                     "median CPU share per vCPU of each domain, % of one CPU")
+        lines.append("")
+        lines.append("| domain | vCPUs | duty | " + " | ".join(LAYOUTS) + " |")
+        lines.append("|---|---|---|" + "---|" * len(LAYOUTS))
+        for d in mix["domains"]:
+            duty = f"{d['duty']} % of {d['period_ms']} ms" if d["duty"] < 100 else "busy"
+            if d.get("mem_mb"):
+                duty += f", {d['mem_mb']} MiB"
+            lines.append(f"| {d['name']} | {d['vcpus']} | {duty} | "
+                         + " | ".join(f"{mix['median'][lay]['per_vcpu'][d['name']] * 100:.1f}"
+                                      for lay in LAYOUTS) + " |")
+        lines.append("")
+    return "\n".join(lines)
