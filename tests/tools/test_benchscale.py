@@ -111,6 +111,15 @@ ok(abs(b["est_idle_steal"] - 0.08) < 1e-6,
 ok(win["threads"]["d/0"]["idle_steal"] == 0.0, "A never waited: no idle steal")
 ok(abs(win["trace_idle"] - 0.2) < 1e-6, "CPU 1 idle 4 of 10 s: the host idle 0.2 by the trace",
    win["trace_idle"])
+ok(abs(b["idle_steal_near"] - 0.3) < 1e-6 and b["idle_steal_far"] == 0.0,
+   "one node: all of it near", b)
+win = window([0, 1])
+benchscale.add_idle_steal(win, trace, 2, {0: 0, 1: 1})
+b = win["threads"]["d/1"]
+ok(abs(b["idle_steal_far"] - 0.3) < 1e-6 and b["idle_steal_near"] == 0.0,
+   "CPU 1 in the other node: all of it far", b)
+ok(benchscale.parse_cpulist("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11},
+   "a cpulist of ranges and single CPUs")
 win = window([0])
 benchscale.add_idle_steal(win, trace, 2)
 ok(win["threads"]["d/1"]["idle_steal"] == 0.0,

@@ -121,7 +121,47 @@ s = idlesteal.summary(window, totals)
 ok(near(s["idle_wait"], 3.0 / 7.0) and near(s["wait"], 5.0 / 7.0),
    "summary in vCPUs: seconds per second of the window", s)
 
-# 5. What parse keeps and skips
+# 5. Near and far: CPUs 0-1 are node 0, 2-3 node 1.  B wakes onto CPU 0's
+#    runqueue at 1 s while CPUs 0, 1 and 3 are busy and CPU 2 (node 1) is
+#    idle: far idle steal.  CPU 1 is idle from 3 to 3.5 s: near; then far
+#    again.  At 4 s the balancer moves B to CPU 2's runqueue: near (CPU 2
+#    is idle in its new node) until it runs there from 4.5 s.
+E, F = 105, 201
+NAMES[E], NAMES[F] = "kworker/1:0", "kworker/3:0"
+
+
+def migrate(ts, cpu, pid, orig, dest):
+    return (f"  {NAMES[OTHER]}-{OTHER}     [{cpu:03d}] d..2. {ts:.6f}: sched_migrate_task: "
+            f"comm={NAMES[pid]} pid={pid} prio=120 orig_cpu={orig} dest_cpu={dest}")
+
+
+nodes = {0: 0, 1: 0, 2: 1, 3: 1}
+near_far = [
+    switch(0.0, 0, OTHER, "S", A),
+    switch(0.0, 1, OTHER, "S", E),
+    switch(0.0, 2, OTHER, "S", 0),
+    switch(0.0, 3, OTHER, "S", F),
+    wakeup(1.0, 0, B, 0),
+    switch(3.0, 1, E, "S", 0),
+    switch(3.5, 1, 0, "R", E),
+    migrate(4.0, 2, B, 0, 2),
+    switch(4.5, 2, 0, "R", B),
+    switch(6.0, 0, A, "S", 0),
+]
+window, totals, _ = idlesteal.replay(idlesteal.parse(near_far), {B: {0, 1, 2, 3}},
+                                     (0, 1, 2, 3), nodes)
+b = totals[B].as_dict()
+ok(near(b["wait"], 3.5) and near(b["idle_wait"], 3.5),
+   "B waits 3.5 s, always beside an idle CPU of its affinity", b)
+ok(near(b["idle_wait_far"], 2.5) and near(b["idle_wait_near"], 1.0),
+   "far while only the other node had an idle CPU (1-3, 3.5-4 s), near while its own "
+   "had one, before and after the migration to the other node", b)
+_, totals, _ = idlesteal.replay(idlesteal.parse(near_far), {B: {0, 1, 2, 3}}, (0, 1, 2, 3))
+b = totals[B].as_dict()
+ok(near(b["idle_wait_near"], 3.5) and near(b["idle_wait_far"], 0.0),
+   "without nodes every CPU is near", b)
+
+# 6. What parse keeps and skips
 lines = [
     "# tracer: nop",
     "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION",
@@ -130,7 +170,7 @@ lines = [
     switch(2.5, 1, C, "D", 0),
 ]
 ev = idlesteal.parse(lines)
-ok(ev == [(1.5, 0, "wakeup", C), (2.5, 1, "switch", C, "D", 0)],
+ok(ev == [(1.5, 0, "wakeup", C, 1), (2.5, 1, "switch", C, "D", 0)],
    "sched_wakeup_new and sched_switch kept (names with spaces), other lines skipped", ev)
 window, _, _ = idlesteal.replay([], {A: {0}}, (0,))
 ok(window == 0.0, "an empty trace gives an empty window", window)

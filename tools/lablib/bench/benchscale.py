@@ -105,15 +105,18 @@ def record_window(domains, rec, seconds):
     return {"threads": per_thread, "host_idle": idle, "affinity": affinity}, lines
 
 
-def add_idle_steal(win, lines, ncpus):
-    """The exact idle steal of every thread of a window, from its trace."""
+def add_idle_steal(win, lines, ncpus, nodes=None):
+    """The exact idle steal of every thread of a window, from its trace;
+    nodes: {cpu: node}, to split it into near and far (idlesteal.py)."""
     affinity = {int(t): set(c) for t, c in win.pop("affinity").items()}
-    span, totals, idle = idlesteal.replay(idlesteal.parse(lines), affinity, range(ncpus))
+    span, totals, idle = idlesteal.replay(idlesteal.parse(lines), affinity, range(ncpus),
+                                          nodes)
     win["trace_s"] = span
     for v in win["threads"].values():
         t = totals[v["tid"]]
-        v["idle_steal"] = t.idle_wait / span if span > 0 else 0.0
-        v["trace_wait"] = t.wait / span if span > 0 else 0.0
+        for key, secs in (("idle_steal", t.idle_wait), ("idle_steal_near", t.idle_wait_near),
+                          ("idle_steal_far", t.idle_wait_far), ("trace_wait", t.wait)):
+            v[key] = secs / span if span > 0 else 0.0
         v["est_idle_steal"] = v["steal"] * win["host_idle"]
     win["trace_idle"] = sum(idle.values()) / (span * ncpus) if span > 0 else 0.0
 
@@ -127,13 +130,14 @@ def per_domain_shares(domains, threads):
 def window_summary(domains, win):
     t = win["threads"]
     return {**summarise(domains, t),
-            "est_idle_steal": sum(v["est_idle_steal"] for v in t.values()),
+            **{k: sum(v[k] for v in t.values())
+               for k in ("est_idle_steal", "idle_steal_near", "idle_steal_far")},
             "host_idle": win["host_idle"], "trace_idle": win["trace_idle"],
             "per_vcpu": per_domain_shares(domains, t)}
 
 
-FIELDS = ("ratio", "jain", "steal", "idle_steal", "est_idle_steal", "util", "host_idle",
-          "trace_idle")
+FIELDS = ("ratio", "jain", "steal", "idle_steal", "idle_steal_near", "idle_steal_far",
+          "est_idle_steal", "util", "host_idle", "trace_idle")
 
 
 def run_mix(mount, mix, balancing, reps, seconds, settle):
@@ -168,8 +172,9 @@ def run_mix(mount, mix, balancing, reps, seconds, settle):
            "domains": [{"name": n, "vcpus": v, "duty": d, "period_ms": p, "mem_mb": m}
                        for n, v, d, p, m in spec],
            "reps": [dict() for _ in range(reps)]}
+    nodes = cpu_nodes()
     for r, lay, win, lines in windows:
-        add_idle_steal(win, lines, ncpus)
+        add_idle_steal(win, lines, ncpus, nodes)
         out["reps"][r][lay] = {**window_summary(domains, win), "trace_s": win["trace_s"],
                                "threads": win["threads"]}
     out["median"], out["range"] = {}, {}
@@ -185,15 +190,37 @@ def run_mix(mount, mix, balancing, reps, seconds, settle):
     return out
 
 
+NODE_DIR = "/sys/devices/system/node"
+
+
+def node_cpulists():
+    """{'nodeN': its cpulist ('0-3,8')}, as the host sees them."""
+    nodes = {}
+    for n in sorted(os.listdir(NODE_DIR)) if os.path.isdir(NODE_DIR) else []:
+        if n.startswith("node") and n[4:].isdigit():
+            with open(os.path.join(NODE_DIR, n, "cpulist")) as fh:
+                nodes[n] = fh.read().strip()
+    return nodes
+
+
+def parse_cpulist(text):
+    """'0-3,8' -> {0, 1, 2, 3, 8}."""
+    cpus = set()
+    for part in text.split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def cpu_nodes():
+    """{cpu: NUMA node}."""
+    return {c: int(n[4:]) for n, text in node_cpulists().items() for c in parse_cpulist(text)}
+
+
 def topology():
     """CPUs per NUMA node and the kernel, as the guest sees them."""
-    nodes = {}
-    base = "/sys/devices/system/node"
-    for n in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        if n.startswith("node") and n[4:].isdigit():
-            with open(os.path.join(base, n, "cpulist")) as fh:
-                nodes[n] = fh.read().strip()
-    return {"cpus": os.cpu_count(), "nodes": nodes, "kernel": os.uname().release}
+    return {"cpus": os.cpu_count(), "nodes": node_cpulists(), "kernel": os.uname().release}
 
 
 def run_in_guest(mixes, balancing, reps=5, seconds=10, settle=SETTLE):

@@ -18,6 +18,14 @@ runs it, it waits from a wake-up or from being switched out runnable
 switched out in any other state until its next wake-up.  A thread that is
 not running at the start is resolved by its first event: switched in, it
 was waiting all along; woken, it was asleep.
+
+With the CPUs' NUMA nodes given, idle steal is split by where the idle
+CPU was: 'near' when a CPU of the thread's affinity in the node of the
+runqueue it waits on was idle (the runqueue is the wake-up's target CPU,
+the CPU it was preempted on, or where sched_migrate_task moved it), 'far'
+when only CPUs of other nodes were.  Near idle steal is a wake-up or
+balancing miss within a node (one last-level cache here); far idle steal
+is what only balancing across nodes could have used.
 """
 
 import re
@@ -26,13 +34,15 @@ LINE_RE = re.compile(r"\[(\d+)\](?:\s+\S+)?\s+(\d+\.\d+):\s+(sched_\w+):\s(.*)$"
 SWITCH_RE = re.compile(r"prev_comm=.* prev_pid=(\d+) prev_prio=-?\d+ prev_state=(\S+) ==> "
                        r"next_comm=.* next_pid=(\d+) next_prio=-?\d+")
 WAKEUP_RE = re.compile(r"comm=.* pid=(\d+) prio=-?\d+(?: success=\d+)? target_cpu=(\d+)")
+MIGRATE_RE = re.compile(r"comm=.* pid=(\d+) prio=-?\d+ orig_cpu=(\d+) dest_cpu=(\d+)")
 
 RUNNING, WAITING, SLEEPING, UNKNOWN = "running", "waiting", "sleeping", "unknown"
 
 
 def parse(lines):
-    """tracefs text lines -> [(time s, cpu, 'switch', prev, prev_state, next)
-    or (time s, cpu, 'wakeup', pid)], in time order.  Other lines are skipped."""
+    """tracefs text lines -> [(time s, cpu, 'switch', prev, prev_state, next),
+    (time s, cpu, 'wakeup', pid, target cpu) or (time s, cpu, 'migrate',
+    pid, dest cpu)], in time order.  Other lines are skipped."""
     events = []
     for line in lines:
         m = LINE_RE.search(line)
@@ -46,7 +56,11 @@ def parse(lines):
         elif name in ("sched_wakeup", "sched_wakeup_new"):
             w = WAKEUP_RE.search(rest)
             if w:
-                events.append((ts, cpu, "wakeup", int(w.group(1))))
+                events.append((ts, cpu, "wakeup", int(w.group(1)), int(w.group(2))))
+        elif name == "sched_migrate_task":
+            mg = MIGRATE_RE.search(rest)
+            if mg:
+                events.append((ts, cpu, "migrate", int(mg.group(1)), int(mg.group(3))))
     events.sort(key=lambda e: e[0])
     return events
 
@@ -58,9 +72,12 @@ class Totals:
         self.run = 0.0
         self.wait = 0.0
         self.idle_wait = 0.0
+        self.idle_wait_near = 0.0
+        self.idle_wait_far = 0.0
 
     def as_dict(self):
-        return {"run": self.run, "wait": self.wait, "idle_wait": self.idle_wait}
+        return {"run": self.run, "wait": self.wait, "idle_wait": self.idle_wait,
+                "idle_wait_near": self.idle_wait_near, "idle_wait_far": self.idle_wait_far}
 
 
 def _first_events(events, start, tids):
@@ -73,16 +90,17 @@ def _first_events(events, start, tids):
             for tid, kind in ((ev[3], "out"), (ev[5], "in")):
                 if tid in tids and tid not in first:
                     first[tid] = kind
-        elif ev[3] in tids and ev[3] not in first:
+        elif ev[2] == "wakeup" and ev[3] in tids and ev[3] not in first:
             first[ev[3]] = "wakeup"
         if len(first) == len(tids):
             break
     return first
 
 
-def replay(events, affinity, cpus=None):
+def replay(events, affinity, cpus=None, nodes=None):
     """events: parse()'s list; affinity: {tid: set of CPUs it may run on};
-    cpus: the CPUs of the host (default: every CPU seen in the trace).
+    cpus: the CPUs of the host (default: every CPU seen in the trace);
+    nodes: {cpu: NUMA node} (default: one node).
 
     Returns (window seconds, {tid: Totals}, {cpu: idle seconds}); the window
     starts at the first moment every CPU's task is known."""
@@ -99,7 +117,11 @@ def replay(events, affinity, cpus=None):
     if start is None:
         return 0.0, totals, idle
 
-    state = {}
+    nodes = nodes or {}
+    node_cpus = {}
+    for c in cpus:
+        node_cpus.setdefault(nodes.get(c, 0), set()).add(c)
+    state, queue = {}, {}
     first = _first_events(events, start, set(affinity))
     running = set(current.values())
     for tid in affinity:
@@ -117,8 +139,15 @@ def replay(events, affinity, cpus=None):
                 totals[tid].run += dt
             elif st == WAITING:
                 totals[tid].wait += dt
-                if idle_cpus & affinity[tid]:
+                usable = idle_cpus & affinity[tid]
+                if usable:
                     totals[tid].idle_wait += dt
+                    q = queue.get(tid)
+                    if q is not None:
+                        if usable & node_cpus[nodes.get(q, 0)]:
+                            totals[tid].idle_wait_near += dt
+                        else:
+                            totals[tid].idle_wait_far += dt
 
     now = start
     for ev in events:
@@ -131,10 +160,15 @@ def replay(events, affinity, cpus=None):
             current[cpu] = nxt
             if prev in state:
                 state[prev] = WAITING if prev_state.startswith("R") else SLEEPING
+                queue[prev] = cpu
             if nxt in state:
                 state[nxt] = RUNNING
+        elif ev[2] == "migrate":
+            if ev[3] in state:
+                queue[ev[3]] = ev[4]
         elif ev[3] in state and state[ev[3]] != RUNNING:
             state[ev[3]] = WAITING
+            queue[ev[3]] = ev[4]
     return now - start, totals, idle
 
 

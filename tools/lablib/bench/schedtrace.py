@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The scheduler's switch and wake-up events, recorded in a tracefs instance.
+"""The scheduler's switch, wake-up and migration events, recorded in a
+tracefs instance.
 
 A Recorder works in a tracing instance of its own
 (tracefs/instances/unsteal-PID), so it neither reads nor changes the
@@ -21,7 +22,7 @@ import tempfile
 
 from ..common import LabError
 
-EVENTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new")
+EVENTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task")
 
 
 def mounted_tracefs():

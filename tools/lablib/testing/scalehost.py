@@ -191,9 +191,9 @@ def markdown(results):
              + f". {results['reps']} repetitions of {results['seconds']} s windows "
                "per layout, medians (ranges). Command: `" + (results["command"] or "") + "`.",
              "",
-             "| CPUs | mix | NUMA balancing | layout | large/small per-vCPU | Jain (busy) "
-             "| steal (vCPUs) | idle steal, exact (vCPUs) | range | idle steal, estimate "
-             "| host idle |",
+             "| CPUs | mix | NUMA bal. | layout | large/small per vCPU | Jain (busy) "
+             "| steal (vCPUs) | idle steal, exact (vCPUs), median (range) | near / far "
+             "| estimate | host idle |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for mix in results["mixes"]:
         for lay in LAYOUTS:
@@ -201,7 +201,9 @@ def markdown(results):
             lines.append(f"| {mix['cpus']} | {mix['mix']} | "
                          f"{'on' if mix['numa_balancing'] else 'off'} | {lay} | "
                          f"{fmt(m['ratio'])} | {fmt(m['jain'], '.3f')} | {fmt(m['steal'])} | "
-                         f"{fmt(m['idle_steal'], '.3f')} | {_rng(mix, lay, 'idle_steal')} | "
+                         f"{fmt(m['idle_steal'], '.3f')} ({_rng(mix, lay, 'idle_steal')}) | "
+                         f"{fmt(m.get('idle_steal_near'), '.3f')} / "
+                         f"{fmt(m.get('idle_steal_far'), '.3f')} | "
                          f"{fmt(m['est_idle_steal'], '.3f')} | "
                          f"{m['host_idle'] * 100:.1f} % |")
     lines.append("")
