@@ -44,14 +44,26 @@ def read(layout, rel, name):
         return fh.read().strip()
 
 
+class LoggedLayout(benchsched.Layout):
+    """Layout, each thread's last group kept (a real tasks file moves it;
+    the scratch tree's file would only keep the last write)."""
+
+    def attach(self, rel, tid):
+        super().attach(rel, tid)
+        self.where[tid] = rel
+
+
 mount = os.path.join(WORK, "cpu")
 os.makedirs(mount)
 domains = [FakeDomain("big", 4, 100), FakeDomain("small", 1, 200)]
-layout = benchsched.Layout(mount)
+layout = LoggedLayout(mount)
+layout.where = {}
 layout.setup(domains)
-weights = {}
+weights, where = {}, {}
 for lay in benchscale.LAYOUTS:
+    layout.where = {}
     layout.place(domains, lay)
+    where[lay] = layout.where
     weights[lay] = {rel: int(read(layout, rel, "cpu.shares"))
                     for rel in ("machine/big.libvirt-qemu", "machine/small.libvirt-qemu",
                                 "machine/vcpus.partition")}
@@ -65,13 +77,19 @@ ok(weights["per-domain-scaled"]["machine/big.libvirt-qemu"] == 4096
 ok(weights["per-host"]["machine/vcpus.partition"] == 5 * 1024
    and weights["per-host"]["machine/big.libvirt-qemu"] == 1024,
    "per-host: the shared group weighs 1024 per vCPU it holds", weights["per-host"])
-ok(read(layout, "machine/vcpus.partition", "tasks") == "200"
-   and read(layout, "machine/big.libvirt-qemu/emulator", "tasks") == "99",
-   "per-host: the vCPU threads go to the shared group, the main threads to their domains")
+ok(all(where["per-host"][t] == "machine/vcpus.partition" for d in domains for t in d.tids)
+   and where["per-host"][99] == "machine/big.libvirt-qemu/emulator",
+   "per-host: every vCPU thread goes to the shared group, the main threads to their "
+   "domains", where["per-host"])
+for lay in ("per-domain", "per-domain-scaled"):
+    ok(all(where[lay][t] == f"machine/{d.name}.libvirt-qemu/vcpu{i}"
+           for d in domains for i, t in enumerate(d.tids)),
+       f"{lay}: every vCPU thread in its own domain's vcpuN group", where[lay])
+layout.where = {}
 layout.place(domains, "per-domain")
 ok(int(read(layout, "machine/vcpus.partition", "cpu.shares")) == 1024
-   and read(layout, "machine/small.libvirt-qemu/vcpu0", "tasks") == "200",
-   "back to per-domain: the threads and the weights are per-domain again")
+   and layout.where[103] == "machine/big.libvirt-qemu/vcpu3",
+   "back to per-domain after per-host: the threads and the weights are per-domain again")
 
 
 # ---------------------------------------------------------------- a window
@@ -111,8 +129,8 @@ ok(abs(b["est_idle_steal"] - 0.08) < 1e-6,
 ok(win["threads"]["d/0"]["idle_steal"] == 0.0, "A never waited: no idle steal")
 ok(abs(win["trace_idle"] - 0.2) < 1e-6, "CPU 1 idle 4 of 10 s: the host idle 0.2 by the trace",
    win["trace_idle"])
-ok(abs(b["idle_steal_near"] - 0.3) < 1e-6 and b["idle_steal_far"] == 0.0,
-   "one node: all of it near", b)
+ok(abs(b["idle_steal_near"] - 0.3) < 1e-6 and b["idle_steal_far"] == 0.0
+   and b["idle_steal_own"] == 0.0, "one node: all of it near (B's runqueue is CPU 0's)", b)
 win = window([0, 1])
 benchscale.add_idle_steal(win, trace, 2, {0: 0, 1: 1})
 b = win["threads"]["d/1"]

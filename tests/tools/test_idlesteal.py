@@ -124,8 +124,8 @@ ok(near(s["idle_wait"], 3.0 / 7.0) and near(s["wait"], 5.0 / 7.0),
 # 5. Near and far: CPUs 0-1 are node 0, 2-3 node 1.  B wakes onto CPU 0's
 #    runqueue at 1 s while CPUs 0, 1 and 3 are busy and CPU 2 (node 1) is
 #    idle: far idle steal.  CPU 1 is idle from 3 to 3.5 s: near; then far
-#    again.  At 4 s the balancer moves B to CPU 2's runqueue: near (CPU 2
-#    is idle in its new node) until it runs there from 4.5 s.
+#    again.  At 4 s the balancer moves B to CPU 2's runqueue, and CPU 2 is
+#    idle until it runs B at 4.5 s: 'own' (wake-up latency).
 E, F = 105, 201
 NAMES[E], NAMES[F] = "kworker/1:0", "kworker/3:0"
 
@@ -153,15 +153,41 @@ window, totals, _ = idlesteal.replay(idlesteal.parse(near_far), {B: {0, 1, 2, 3}
 b = totals[B].as_dict()
 ok(near(b["wait"], 3.5) and near(b["idle_wait"], 3.5),
    "B waits 3.5 s, always beside an idle CPU of its affinity", b)
-ok(near(b["idle_wait_far"], 2.5) and near(b["idle_wait_near"], 1.0),
+ok(near(b["idle_wait_far"], 2.5) and near(b["idle_wait_near"], 0.5)
+   and near(b["idle_wait_own"], 0.5),
    "far while only the other node had an idle CPU (1-3, 3.5-4 s), near while its own "
-   "had one, before and after the migration to the other node", b)
+   "node had one (3-3.5 s), own after the migration onto an idle CPU (4-4.5 s)", b)
 _, totals, _ = idlesteal.replay(idlesteal.parse(near_far), {B: {0, 1, 2, 3}}, (0, 1, 2, 3))
 b = totals[B].as_dict()
-ok(near(b["idle_wait_near"], 3.5) and near(b["idle_wait_far"], 0.0),
-   "without nodes every CPU is near", b)
+ok(near(b["idle_wait_near"], 3.0) and near(b["idle_wait_far"], 0.0),
+   "without nodes every other CPU is near", b)
 
-# 6. What parse keeps and skips
+# 6. The event that completes the start, and events at the same moment:
+#    A is preempted (R+) by the switch that makes CPU 1 known at 1 s, and
+#    C is woken in that same microsecond; both wait until switched in.
+#    The CPUs are never idle.
+start_events = [
+    switch(0.0, 0, OTHER, "S", B),
+    switch(1.0, 1, A, "R+", OTHER),
+    wakeup(1.0, 0, C, 0),
+    switch(3.0, 0, B, "S", A),
+    switch(4.0, 1, OTHER, "S", C),
+    switch(6.0, 0, A, "S", B),
+    switch(6.0, 1, C, "S", OTHER),
+]
+window, t, _ = run(start_events, {A: {0, 1}, C: {0, 1}})
+ok(near(window, 5.0) and near(t[A]["wait"], 2.0) and near(t[A]["run"], 3.0),
+   "the thread switched out by the starting switch waits from the start", (window, t[A]))
+ok(near(t[C]["wait"], 3.0) and near(t[C]["idle_wait"], 0.0),
+   "a wake-up in the starting microsecond is not lost", t[C])
+
+# 7. A thread waiting from before the trace (first seen switched in) has
+#    no known runqueue: its idle steal is counted, in none of the parts.
+_, t, _ = run(resolve, {C: {0, 1}})
+ok(near(t[C]["idle_wait"], 3.0) and t[C]["idle_wait_own"] + t[C]["idle_wait_near"]
+   + t[C]["idle_wait_far"] == 0.0, "unknown runqueue: idle steal, not placed", t[C])
+
+# 8. What parse keeps and skips
 lines = [
     "# tracer: nop",
     "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION",

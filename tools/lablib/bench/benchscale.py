@@ -14,11 +14,12 @@ the cpu cgroup v1 hierarchy in three layouts (benchsched.Layout):
 
 The same threads go through all three in every repetition, in an order
 that rotates, so the layouts are measured side by side.  In each window
-the scheduler's sched_switch and sched_wakeup tracepoints are recorded
-(schedtrace.Recorder); after a mix, with its domains stopped, the traces
-are replayed (idlesteal.replay) into the exact idle steal of every vCPU
-thread: the time it was runnable and waiting while a CPU it may run on
-was idle.  Share and steal come from /proc/PID/task/TID/schedstat.
+the scheduler's sched_switch, sched_wakeup and sched_migrate_task
+tracepoints are recorded (schedtrace.Recorder); after a mix, with its
+domains stopped, the traces are replayed (idlesteal.replay) into the exact
+idle steal of every vCPU thread: the time it was runnable and waiting
+while a CPU it may run on was idle, split into own, near and far by where
+that CPU was (idlesteal.py).  Share and steal come from /proc/PID/task/TID/schedstat.
 
 Every result is printed as one line 'unsteal-bench: result JSON' on
 stdout, which the host reads from the serial console.
@@ -107,14 +108,15 @@ def record_window(domains, rec, seconds):
 
 def add_idle_steal(win, lines, ncpus, nodes=None):
     """The exact idle steal of every thread of a window, from its trace;
-    nodes: {cpu: node}, to split it into near and far (idlesteal.py)."""
+    nodes: {cpu: node}, to split it into own, near and far (idlesteal.py)."""
     affinity = {int(t): set(c) for t, c in win.pop("affinity").items()}
     span, totals, idle = idlesteal.replay(idlesteal.parse(lines), affinity, range(ncpus),
                                           nodes)
     win["trace_s"] = span
     for v in win["threads"].values():
         t = totals[v["tid"]]
-        for key, secs in (("idle_steal", t.idle_wait), ("idle_steal_near", t.idle_wait_near),
+        for key, secs in (("idle_steal", t.idle_wait), ("idle_steal_own", t.idle_wait_own),
+                          ("idle_steal_near", t.idle_wait_near),
                           ("idle_steal_far", t.idle_wait_far), ("trace_wait", t.wait)):
             v[key] = secs / span if span > 0 else 0.0
         v["est_idle_steal"] = v["steal"] * win["host_idle"]
@@ -131,13 +133,14 @@ def window_summary(domains, win):
     t = win["threads"]
     return {**summarise(domains, t),
             **{k: sum(v[k] for v in t.values())
-               for k in ("est_idle_steal", "idle_steal_near", "idle_steal_far")},
+               for k in ("est_idle_steal", "idle_steal_own", "idle_steal_near",
+                         "idle_steal_far")},
             "host_idle": win["host_idle"], "trace_idle": win["trace_idle"],
             "per_vcpu": per_domain_shares(domains, t)}
 
 
-FIELDS = ("ratio", "jain", "steal", "idle_steal", "idle_steal_near", "idle_steal_far",
-          "est_idle_steal", "util", "host_idle", "trace_idle")
+FIELDS = ("ratio", "jain", "steal", "idle_steal", "idle_steal_own", "idle_steal_near",
+          "idle_steal_far", "est_idle_steal", "util", "host_idle", "trace_idle")
 
 
 def run_mix(mount, mix, balancing, reps, seconds, settle):
@@ -164,10 +167,14 @@ def run_mix(mount, mix, balancing, reps, seconds, settle):
                 emit("progress", f"{mix}, NUMA balancing {'on' if balancing else 'off'}: "
                                  f"repetition {r + 1}/{reps} measured")
     finally:
-        for d in domains:
-            d.stop()
-        layout.teardown()
-        set_numa_balancing(old)
+        try:
+            try:
+                for d in domains:
+                    d.stop()
+            finally:
+                layout.teardown()
+        finally:
+            set_numa_balancing(old)
     out = {"mix": mix, "cpus": ncpus, "numa_balancing": bool(balancing), "description": desc,
            "domains": [{"name": n, "vcpus": v, "duty": d, "period_ms": p, "mem_mb": m}
                        for n, v, d, p, m in spec],

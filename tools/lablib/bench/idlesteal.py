@@ -11,7 +11,8 @@ them, and adds up, for each thread of interest, the time in which it was
 waiting and at least one CPU of its affinity ran the idle task.
 
 The replay starts once every CPU of the trace has switched tasks at least
-once (before that, what a CPU runs is unknown).  A thread's state is then
+once (before that, what a CPU runs is unknown); the events before it are
+applied but not counted.  A thread's state is then
 known from what the CPUs run and from its own events: it runs while a CPU
 runs it, it waits from a wake-up or from being switched out runnable
 (prev_state R or R+) until it is switched in, and it sleeps from being
@@ -19,13 +20,17 @@ switched out in any other state until its next wake-up.  A thread that is
 not running at the start is resolved by its first event: switched in, it
 was waiting all along; woken, it was asleep.
 
-With the CPUs' NUMA nodes given, idle steal is split by where the idle
-CPU was: 'near' when a CPU of the thread's affinity in the node of the
-runqueue it waits on was idle (the runqueue is the wake-up's target CPU,
-the CPU it was preempted on, or where sched_migrate_task moved it), 'far'
-when only CPUs of other nodes were.  Near idle steal is a wake-up or
-balancing miss within a node (one last-level cache here); far idle steal
-is what only balancing across nodes could have used.
+Idle steal is split by where the idle CPU was, relative to the runqueue
+the thread waits on (the wake-up's target CPU, the CPU it was preempted
+on, or where sched_migrate_task moved it): 'own' while that very CPU is
+idle (the thread was placed there and the CPU has not switched to it
+yet: wake-up latency, including the way out of the idle state), 'near'
+while another CPU of its affinity in the same NUMA node is idle (a
+placement or balancing miss within a node, one last-level cache here),
+'far' while only CPUs of other nodes are (what only balancing across
+nodes could use).  Time whose runqueue is unknown (a thread already
+waiting when the trace began, never seen switched out) is in none of
+the three.
 """
 
 import re
@@ -72,20 +77,20 @@ class Totals:
         self.run = 0.0
         self.wait = 0.0
         self.idle_wait = 0.0
+        self.idle_wait_own = 0.0
         self.idle_wait_near = 0.0
         self.idle_wait_far = 0.0
 
     def as_dict(self):
         return {"run": self.run, "wait": self.wait, "idle_wait": self.idle_wait,
-                "idle_wait_near": self.idle_wait_near, "idle_wait_far": self.idle_wait_far}
+                "idle_wait_own": self.idle_wait_own, "idle_wait_near": self.idle_wait_near,
+                "idle_wait_far": self.idle_wait_far}
 
 
-def _first_events(events, start, tids):
-    """{tid: kind of its first event at or after start: 'in', 'out' or 'wakeup'}."""
+def _first_events(events, tids):
+    """{tid: kind of its first event in events: 'in', 'out' or 'wakeup'}."""
     first = {}
     for ev in events:
-        if ev[0] < start:
-            continue
         if ev[2] == "switch":
             for tid, kind in ((ev[3], "out"), (ev[5], "in")):
                 if tid in tids and tid not in first:
@@ -97,78 +102,99 @@ def _first_events(events, start, tids):
     return first
 
 
+class _Replay:
+    """What the CPUs run, and the state and runqueue of each thread of
+    interest, event by event."""
+
+    def __init__(self, tids):
+        self.current = {}       # cpu -> the pid it runs (0: idle)
+        self.state = {}         # tid -> RUNNING, WAITING, SLEEPING (known ones)
+        self.queue = {}         # tid -> the CPU whose runqueue holds it
+        self.tids = tids
+
+    def apply(self, ev):
+        if ev[2] == "switch":
+            _, cpu, _, prev, prev_state, nxt = ev
+            self.current[cpu] = nxt
+            if prev in self.tids:
+                self.state[prev] = WAITING if prev_state.startswith("R") else SLEEPING
+                self.queue[prev] = cpu
+            if nxt in self.tids:
+                self.state[nxt] = RUNNING
+                self.queue[nxt] = cpu
+        elif ev[3] in self.tids:
+            if ev[2] == "migrate":
+                self.queue[ev[3]] = ev[4]
+            elif self.state.get(ev[3]) != RUNNING:
+                self.state[ev[3]] = WAITING
+                self.queue[ev[3]] = ev[4]
+
+
 def replay(events, affinity, cpus=None, nodes=None):
     """events: parse()'s list; affinity: {tid: set of CPUs it may run on};
     cpus: the CPUs of the host (default: every CPU seen in the trace);
     nodes: {cpu: NUMA node} (default: one node).
 
     Returns (window seconds, {tid: Totals}, {cpu: idle seconds}); the window
-    starts at the first moment every CPU's task is known."""
+    starts at the first moment every CPU's task is known.  Events before
+    it are applied too (a thread switched out before it is known to wait
+    or sleep, on a known runqueue), but not counted."""
     cpus = set(cpus) if cpus is not None else {ev[1] for ev in events}
-    current, start = {}, None
-    for ev in events:
-        if ev[2] == "switch":
-            current[ev[1]] = ev[5]
-            if start is None and cpus <= set(current):
-                start = ev[0]
-                break
+    rp = _Replay(set(affinity))
+    start = None
+    for i, ev in enumerate(events):
+        rp.apply(ev)
+        if ev[2] == "switch" and cpus <= set(rp.current):
+            start, rest = ev[0], events[i + 1:]
+            break
     totals = {tid: Totals() for tid in affinity}
     idle = {c: 0.0 for c in cpus}
     if start is None:
         return 0.0, totals, idle
 
-    nodes = nodes or {}
+    node_of = nodes or {}
     node_cpus = {}
     for c in cpus:
-        node_cpus.setdefault(nodes.get(c, 0), set()).add(c)
-    state, queue = {}, {}
-    first = _first_events(events, start, set(affinity))
-    running = set(current.values())
+        node_cpus.setdefault(node_of.get(c, 0), set()).add(c)
+    running = set(rp.current.values())
+    first = _first_events(rest, set(affinity) - set(rp.state) - running)
     for tid in affinity:
         if tid in running:
-            state[tid] = RUNNING
-        else:
-            state[tid] = {"in": WAITING, "wakeup": SLEEPING}.get(first.get(tid), UNKNOWN)
+            rp.state[tid] = RUNNING
+        elif tid not in rp.state:
+            rp.state[tid] = {"in": WAITING, "wakeup": SLEEPING}.get(first.get(tid), UNKNOWN)
+        elif rp.state[tid] == RUNNING:      # its CPU has run others since
+            rp.state[tid] = UNKNOWN
 
     def account(dt):
-        idle_cpus = {c for c in cpus if current.get(c) == 0}
+        idle_cpus = {c for c in cpus if rp.current.get(c) == 0}
         for c in idle_cpus:
             idle[c] += dt
-        for tid, st in state.items():
+        for tid, st in rp.state.items():
+            t = totals[tid]
             if st == RUNNING:
-                totals[tid].run += dt
+                t.run += dt
             elif st == WAITING:
-                totals[tid].wait += dt
+                t.wait += dt
                 usable = idle_cpus & affinity[tid]
-                if usable:
-                    totals[tid].idle_wait += dt
-                    q = queue.get(tid)
-                    if q is not None:
-                        if usable & node_cpus[nodes.get(q, 0)]:
-                            totals[tid].idle_wait_near += dt
-                        else:
-                            totals[tid].idle_wait_far += dt
+                if not usable:
+                    continue
+                t.idle_wait += dt
+                q = rp.queue.get(tid)
+                if q is None:
+                    continue
+                if q in usable:
+                    t.idle_wait_own += dt
+                elif usable & node_cpus[node_of.get(q, 0)]:
+                    t.idle_wait_near += dt
+                else:
+                    t.idle_wait_far += dt
 
     now = start
-    for ev in events:
-        if ev[0] <= start:
-            continue
+    for ev in rest:
         account(ev[0] - now)
         now = ev[0]
-        if ev[2] == "switch":
-            _, cpu, _, prev, prev_state, nxt = ev
-            current[cpu] = nxt
-            if prev in state:
-                state[prev] = WAITING if prev_state.startswith("R") else SLEEPING
-                queue[prev] = cpu
-            if nxt in state:
-                state[nxt] = RUNNING
-        elif ev[2] == "migrate":
-            if ev[3] in state:
-                queue[ev[3]] = ev[4]
-        elif ev[3] in state and state[ev[3]] != RUNNING:
-            state[ev[3]] = WAITING
-            queue[ev[3]] = ev[4]
+        rp.apply(ev)
     return now - start, totals, idle
 
 

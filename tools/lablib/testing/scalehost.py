@@ -71,8 +71,8 @@ def guest_args(mixes, reps, seconds, balancing):
 
 
 def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False):
-    """Boots the test host with cpus CPUs and runs mixes inside; the
-    results, checked to be complete."""
+    """Boots the test host with cpus CPUs and runs mixes inside: what it
+    reported (topology, results) and what went wrong."""
     nbal = 2 if balancing == "both" else 1
     measure_s = len(mixes) * nbal * reps * len(LAYOUTS) * (SETTLE + seconds)
     # The replay of the traces runs in the emulated guest, after the windows
@@ -101,12 +101,11 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False):
         problems.append(f"{len(results)} results came back, {len(mixes) * nbal} expected")
     if out.records.get("garbled"):
         problems.append(f"garbled result line: {out.records['garbled'][0][:200]}")
-    if problems:
-        raise LabError(f"bench scale on {cpus} CPUs: " + "; ".join(problems))
     topo = (out.records.get("topology") or [{}])[0]
     step(f"bench: scale: {cpus} CPUs done in {time.monotonic() - t0:.0f} s "
-         f"(nodes {topo.get('nodes')})")
-    return topo, results
+         f"(nodes {topo.get('nodes')})" + (f"; problems: {'; '.join(problems)}"
+                                           if problems else ""))
+    return topo, results, [f"{cpus} CPUs: {p}" for p in problems]
 
 
 def run_bench(mixes=None, reps=5, seconds=10, balancing="both", tcg="single",
@@ -123,11 +122,18 @@ def run_bench(mixes=None, reps=5, seconds=10, balancing="both", tcg="single",
     results = {"command": command, "machine": machine_info(), "seconds": seconds,
                "settle": SETTLE, "reps": reps, "tcg": tcg, "nodes": NODES,
                "variant": VARIANT, "hosts": [], "mixes": []}
+    problems = []
     for cpus in sorted(by_cpus):
-        topo, res = one_boot(cpus, by_cpus[cpus], reps, seconds, balancing, tcg, smoke)
+        topo, res, bad = one_boot(cpus, by_cpus[cpus], reps, seconds, balancing, tcg, smoke)
         results["hosts"].append(topo)
         results["mixes"] += res
-    return publish("scale", results, outdir, markdown)
+        problems += bad
+    # What came back is written even when a boot failed
+    results["problems"] = problems
+    publish("scale", results, outdir, markdown)
+    if problems:
+        raise LabError("bench scale: " + "; ".join(problems))
+    return results
 
 
 def check_smoke(results):
@@ -192,7 +198,7 @@ def markdown(results):
                "per layout, medians (ranges). Command: `" + (results["command"] or "") + "`.",
              "",
              "| CPUs | mix | NUMA bal. | layout | large/small per vCPU | Jain (busy) "
-             "| steal (vCPUs) | idle steal, exact (vCPUs), median (range) | near / far "
+             "| steal (vCPUs) | idle steal, exact (vCPUs), median (range) | own / near / far "
              "| estimate | host idle |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for mix in results["mixes"]:
@@ -202,11 +208,20 @@ def markdown(results):
                          f"{'on' if mix['numa_balancing'] else 'off'} | {lay} | "
                          f"{fmt(m['ratio'])} | {fmt(m['jain'], '.3f')} | {fmt(m['steal'])} | "
                          f"{fmt(m['idle_steal'], '.3f')} ({_rng(mix, lay, 'idle_steal')}) | "
+                         f"{fmt(m.get('idle_steal_own'), '.3f')} / "
                          f"{fmt(m.get('idle_steal_near'), '.3f')} / "
                          f"{fmt(m.get('idle_steal_far'), '.3f')} | "
                          f"{fmt(m['est_idle_steal'], '.3f')} | "
                          f"{m['host_idle'] * 100:.1f} % |")
     lines.append("")
+    lines.append("Own / near / far: the idle steal during which the thread's own runqueue's "
+                 "CPU was idle (wake-up latency), another CPU of its node was, or only CPUs "
+                 "of the other node were; medians of each, so they need not add up to the "
+                 "median of the whole (which also holds waits whose runqueue the trace did "
+                 "not show).")
+    lines.append("")
+    for p in results.get("problems", []):
+        lines.append(f"**Problem:** {p}")
     for mix in results["mixes"]:
         lines.append(f"**{mix['mix']}**, NUMA balancing "
                      f"{'on' if mix['numa_balancing'] else 'off'} ({mix['description']}): "
