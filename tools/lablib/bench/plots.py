@@ -23,6 +23,7 @@ def _pyplot():
 MODE_COLOURS = {"per-domain": "#c0504d", "per-host": "#4f81bd",
                 "per-domain steal": "#c0504d", "per-domain idle steal": "#e6b9b8",
                 "per-host steal": "#4f81bd", "per-host idle steal": "#b9cde5",
+                "per-domain-scaled": "#9bbb59",
                 "stock": "#7f7f7f", "patched per-domain": "#c0504d",
                 "patched per-host": "#4f81bd"}
 
@@ -87,10 +88,10 @@ def sched_ratios(results, path):
     step(f"bench: wrote {path}")
 
 
-def bars(path, title, ylabel, groups, series, values, errs=None, log=False):
+def bars(path, title, ylabel, groups, series, values, errs=None, log=False, size=(8, 3.6)):
     """Grouped bars: values[s][g] for series s in groups g (errs likewise)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 3.6))
+    fig, ax = plt.subplots(figsize=size)
     n = len(series)
     w = 0.8 / n
     for j, s in enumerate(series):
@@ -121,6 +122,24 @@ def sched_steal(results, path):
             vals.append([m["median"][mode][f] for m in results["mixes"]])
     bars(path, "median total steal and idle steal, vCPU-seconds per second", "vCPUs",
          mixes, series, vals)
+
+
+def scale_idle_steal(results, path, layouts):
+    """bench scale: median exact idle steal per mix and layout, with the
+    range of the repetitions as error bars."""
+    mixes = results["mixes"]
+    groups = [f"{m['mix']}\n{m['cpus']} CPUs, NUMA\nbalancing {'on' if m['numa_balancing'] else 'off'}"
+              for m in mixes]
+    vals, errs = [], []
+    for lay in layouts:
+        med = [m["median"][lay]["idle_steal"] for m in mixes]
+        lo = [m["range"][lay]["idle_steal"][0] for m in mixes]
+        hi = [m["range"][lay]["idle_steal"][1] for m in mixes]
+        vals.append(med)
+        errs.append([[x - a for x, a in zip(med, lo)], [b - x for x, b in zip(med, hi)]])
+    bars(path, f"idle steal, exact (median and range of {results['reps']} repetitions), "
+               f"TCG {results['tcg']}-threaded", "vCPUs", groups, list(layouts), vals, errs,
+         size=(11, 4.2))
 
 
 def sched_all(results, outdir, name):

@@ -23,6 +23,7 @@ repetition of 2-second windows, on the image tools/lab test just built.
 import json
 import math
 import os
+import statistics
 import time
 
 from ..common import BUILD, LabError, require_root, step
@@ -130,7 +131,7 @@ def run_bench(mixes=None, reps=5, seconds=10, balancing="both", tcg="single",
         problems += bad
     # What came back is written even when a boot failed
     results["problems"] = problems
-    publish("scale", results, outdir, markdown)
+    publish("scale", results, outdir, markdown, plot)
     if problems:
         raise LabError("bench scale: " + "; ".join(problems))
     return results
@@ -165,10 +166,35 @@ def test_smoke():
     return 1, 0
 
 
+def plot(results, outdir):
+    from ..bench import plots
+    if results["mixes"]:
+        plots.scale_idle_steal(results, os.path.join(outdir, "scale-idle-steal.png"), LAYOUTS)
+
+
+def replot(outdir):
+    """--replot: the Markdown and the plot again from outdir/scale.json,
+    nothing measured."""
+    path = os.path.join(outdir, "scale.json")
+    try:
+        with open(path) as fh:
+            results = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise LabError(f"--replot: cannot read {path}: {e}")
+    md = markdown(results)
+    with open(os.path.join(outdir, "scale.md"), "w") as fh:
+        fh.write(md + "\n")
+    plot(results, outdir)
+    print(md)
+    return 0
+
+
 def command(args):
     import shlex
     import sys
     argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if args.replot:
+        return replot(args.out or os.path.join(BUILD, "bench", "scale"))
     if args.smoke:
         if args.mix or args.reps or args.seconds:
             raise LabError("--smoke runs its own mix, repetitions and window")
@@ -189,6 +215,13 @@ def _rng(mix, lay, field, spec=".3f"):
     return "n/a" if not r else f"{r[0]:{spec}}–{r[1]:{spec}}"
 
 
+def domain_idle_steal(mix, lay, dom):
+    """The median over the repetitions of a domain's idle steal per vCPU."""
+    names = [f"{dom['name']}/{i}" for i in range(dom["vcpus"])]
+    return statistics.median(sum(rep[lay]["threads"][n]["idle_steal"] for n in names)
+                             / dom["vcpus"] for rep in mix["reps"])
+
+
 def markdown(results):
     lines = [f"Simulated hosts (QEMU TCG, {results['tcg']}-threaded, on "
              f"{results['machine']['cpus']} host CPUs): "
@@ -199,7 +232,7 @@ def markdown(results):
              "",
              "| CPUs | mix | NUMA bal. | layout | large/small per vCPU | Jain (busy) "
              "| steal (vCPUs) | idle steal, exact (vCPUs), median (range) | own / near / far "
-             "| estimate | host idle |",
+             "| estimate | host idle (trace) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for mix in results["mixes"]:
         for lay in LAYOUTS:
@@ -212,20 +245,24 @@ def markdown(results):
                          f"{fmt(m.get('idle_steal_near'), '.3f')} / "
                          f"{fmt(m.get('idle_steal_far'), '.3f')} | "
                          f"{fmt(m['est_idle_steal'], '.3f')} | "
-                         f"{m['host_idle'] * 100:.1f} % |")
+                         f"{m['trace_idle'] * 100:.1f} % |")
     lines.append("")
     lines.append("Own / near / far: the idle steal during which the thread's own runqueue's "
                  "CPU was idle (wake-up latency), another CPU of its node was, or only CPUs "
                  "of the other node were; medians of each, so they need not add up to the "
                  "median of the whole (which also holds waits whose runqueue the trace did "
                  "not show).")
+    lines.append("Estimate: steal x host idle of /proc/stat, the analyser's definition. Host "
+                 "idle: the CPUs' idle time in the trace (/proc/stat's tick-sampled busy time "
+                 "misses the ticks of emulated CPUs that QEMU has not run).")
     lines.append("")
     for p in results.get("problems", []):
         lines.append(f"**Problem:** {p}")
     for mix in results["mixes"]:
         lines.append(f"**{mix['mix']}**, NUMA balancing "
                      f"{'on' if mix['numa_balancing'] else 'off'} ({mix['description']}): "
-                     "median CPU share per vCPU of each domain, % of one CPU")
+                     "median CPU share per vCPU of each domain, % of one CPU (in brackets "
+                     "its idle steal per vCPU, % of the time)")
         lines.append("")
         lines.append("| domain | vCPUs | duty | " + " | ".join(LAYOUTS) + " |")
         lines.append("|---|---|---|" + "---|" * len(LAYOUTS))
@@ -234,7 +271,8 @@ def markdown(results):
             if d.get("mem_mb"):
                 duty += f", {d['mem_mb']} MiB"
             lines.append(f"| {d['name']} | {d['vcpus']} | {duty} | "
-                         + " | ".join(f"{mix['median'][lay]['per_vcpu'][d['name']] * 100:.1f}"
+                         + " | ".join(f"{mix['median'][lay]['per_vcpu'][d['name']] * 100:.1f} "
+                                      f"({domain_idle_steal(mix, lay, d) * 100:.1f})"
                                       for lay in LAYOUTS) + " |")
         lines.append("")
     return "\n".join(lines)
