@@ -1,16 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """tools/lab bench: the performance evidence of docs/performance.md."""
 
-import json
 import os
-import shlex
-import sys
 
 from ..common import LabError
+from .benchkit import command_line, republish
 
 
 def command(args):
-    argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    argv = command_line()
     what = ["sched", "guests", "control"] if args.what == "all" else [args.what]
     if args.replot and ("wakers" in what or "mixed" in what
                         or "tuned" in what or "exporter" in what):
@@ -72,15 +70,4 @@ def replot(what, outdir):
     from ..common import BUILD
     from . import benchcontrol, benchguests, benchsched
     mod = {"sched": benchsched, "guests": benchguests, "control": benchcontrol}[what]
-    outdir = outdir or os.path.join(BUILD, "bench", what)
-    path = os.path.join(outdir, f"{what}.json")
-    try:
-        with open(path) as fh:
-            results = json.load(fh)
-    except (OSError, ValueError) as e:
-        raise LabError(f"--replot: cannot read {path}: {e}")
-    md = mod.markdown(results)
-    mod.plot(results, outdir)
-    with open(os.path.join(outdir, f"{what}.md"), "w") as fh:
-        fh.write(md + "\n")
-    print(md)
+    republish(what, outdir or os.path.join(BUILD, "bench", what), mod.markdown, mod.plot)

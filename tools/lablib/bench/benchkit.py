@@ -5,10 +5,17 @@ results.  The benchmark modules import this one; it imports none of them."""
 
 import json
 import os
+import shlex
 import statistics
 import subprocess
+import sys
 
 from ..common import BUILD, ROOT, LabError, mkdirs, run, step
+
+
+def command_line():
+    """The tools/lab command being run, as the results record it."""
+    return "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 def check_args(mixes, known, reps, seconds):
@@ -83,3 +90,19 @@ def publish(name, results, outdir, markdown, plot=None):
     print(md)
     print(f"\nresults in {outdir}: {name}.json, {name}.md" + (" and the plots" if plot else ""))
     return results
+
+
+def republish(name, outdir, markdown, plot):
+    """--replot: NAME.md and the plots again from outdir/NAME.json, nothing
+    measured; prints the table."""
+    path = os.path.join(outdir, f"{name}.json")
+    try:
+        with open(path) as fh:
+            results = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise LabError(f"--replot: cannot read {path}: {e}")
+    md = markdown(results)
+    plot(results, outdir)
+    with open(os.path.join(outdir, f"{name}.md"), "w") as fh:
+        fh.write(md + "\n")
+    print(md)

@@ -27,7 +27,7 @@ import statistics
 import time
 
 from ..common import BUILD, LabError, require_root, step
-from ..bench.benchkit import check_args, publish
+from ..bench.benchkit import check_args, command_line, publish, republish
 from ..bench.benchscale import LAYOUTS, MIXES, PREFIX, SETTLE
 from ..bench.benchsched import fmt, machine_info
 from .qemuboot import Console
@@ -157,12 +157,19 @@ def check_smoke(results):
         raise LabError("bench scale smoke: " + "; ".join(bad))
 
 
+def smoke(balancing="both", tcg="single", outdir=None,
+          command="tools/lab bench scale --smoke"):
+    """The smoke run, checked (check_smoke); its results."""
+    results = run_bench(balancing=balancing, tcg=tcg, outdir=outdir, command=command,
+                        smoke=True, **SMOKE)
+    check_smoke(results)
+    return results
+
+
 def test_smoke():
     """tools/lab test: the measurement code end to end on a 4-CPU, 2-node
     test host: (passed, failed)."""
-    results = run_bench(balancing="both", smoke=True, command="tools/lab bench scale --smoke",
-                        **SMOKE)
-    check_smoke(results)
+    smoke()
     return 1, 0
 
 
@@ -172,39 +179,18 @@ def plot(results, outdir):
         plots.scale_idle_steal(results, os.path.join(outdir, "scale-idle-steal.png"), LAYOUTS)
 
 
-def replot(outdir):
-    """--replot: the Markdown and the plot again from outdir/scale.json,
-    nothing measured."""
-    path = os.path.join(outdir, "scale.json")
-    try:
-        with open(path) as fh:
-            results = json.load(fh)
-    except (OSError, ValueError) as e:
-        raise LabError(f"--replot: cannot read {path}: {e}")
-    md = markdown(results)
-    with open(os.path.join(outdir, "scale.md"), "w") as fh:
-        fh.write(md + "\n")
-    plot(results, outdir)
-    print(md)
-    return 0
-
-
 def command(args):
-    import shlex
-    import sys
-    argv = "tools/lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if args.replot:
-        return replot(args.out or os.path.join(BUILD, "bench", "scale"))
+        republish("scale", args.out or os.path.join(BUILD, "bench", "scale"), markdown, plot)
+        return 0
     if args.smoke:
         if args.mix or args.reps or args.seconds:
             raise LabError("--smoke runs its own mix, repetitions and window")
-        results = run_bench(balancing=args.numa_balancing, tcg=args.tcg, outdir=args.out,
-                            command=argv, smoke=True, **SMOKE)
-        check_smoke(results)
+        smoke(args.numa_balancing, args.tcg, args.out, command_line())
         return 0
     kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds)) if v is not None}
     run_bench(mixes=args.mix, balancing=args.numa_balancing, tcg=args.tcg, outdir=args.out,
-              command=argv, **kw)
+              command=command_line(), **kw)
     return 0
 
 
