@@ -144,6 +144,41 @@ ok(win["threads"]["d/1"]["idle_steal"] == 0.0,
    "the same wait with B allowed on CPU 0 only is no idle steal", win["threads"]["d/1"])
 
 
+# ---------------------------------------------------------------- tunings
+
+spec = benchscale.MIXES["exact-16"][2]
+nodes = {0: list(range(0, 8)), 1: list(range(8, 16))}
+ok(benchscale.pin_plan(spec, nodes, "none") is None
+   and benchscale.pin_plan(spec, nodes, "idle-poll") is None,
+   "no pinning without a pinning tuning")
+plan = benchscale.pin_plan(spec, nodes, "pin-nodes")
+ok(plan["mixed8"] == [nodes[0]] * 8
+   and all(plan[d] == [nodes[1]] * v for d, v in (("busy4", 4), ("busy2", 2), ("light2", 2))),
+   "pin-nodes, exact-16: the 8-vCPU domain on node 0, the 4, 2 and 2 on node 1", plan)
+plan = benchscale.pin_plan(spec, nodes, "pin-cpus")
+cpus = sorted(c for d in plan.values() for one in d for c in one)
+ok(cpus == list(range(16)) and all(len(one) == 1 for d in plan.values() for one in d)
+   and plan["mixed8"] == [[c] for c in range(8)],
+   "pin-cpus, exact-16: every vCPU on a CPU of its own, within its domain's node", plan)
+plan = benchscale.pin_plan(benchscale.MIXES["seed-like"][2], {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]},
+                           "pin-cpus")
+ok(plan["mixed6"] == [[0], [1], [2], [3], [0], [1]] and plan["idle4"] == [[4], [5], [6], [7]]
+   and plan["vm2"] == [[4], [5]],
+   "pin-cpus, seed-like (14 vCPUs on 8 CPUs): a node's CPUs taken in turn, shared past its "
+   "size", plan)
+try:
+    benchscale.check_tunings(["pin-nodes", "pin-nodes"])
+    ok(False, "a tuning given twice is refused")
+except LabError as e:
+    ok("twice" in str(e), "a tuning given twice is refused", e)
+try:
+    benchscale.check_tunings(["pin-numa"])
+    ok(False, "an unknown tuning is refused")
+except LabError as e:
+    ok("unknown tuning pin-numa" in str(e), "an unknown tuning is refused, naming it", e)
+ok(benchscale.check_tunings(None) == ["none"], "no tuning asked for: none")
+
+
 # ---------------------------------------------------------------- the host side
 
 args = scalehost.machine_args(16, 2, 4096)
@@ -160,8 +195,18 @@ try:
 except LabError as e:
     ok("do not split" in str(e), "6 CPUs do not split into 4 nodes: refused", e)
 ok(scalehost.guest_args(["seed-4-2-2", "seed-like"], 5, 10, "both")
-   == "unsteal.bench=--mix,seed-4-2-2,--mix,seed-like,--reps,5,--seconds,10,"
+   == "unsteal.bench=--mix,seed-4-2-2,--mix,seed-like,--tuning,none,--reps,5,--seconds,10,"
       "--numa-balancing,both", "the in-guest command on the kernel command line")
+ok(scalehost.guest_args(["exact-16"], 5, 10, "off", ["idle-poll"])
+   == "idle=poll unsteal.bench=--mix,exact-16,--tuning,idle-poll,--reps,5,--seconds,10,"
+      "--numa-balancing,off", "idle-poll: idle=poll on the kernel command line as well")
+ok(scalehost.boots(["seed-like", "exact-16"], ["none", "idle-poll", "pin-cpus"])
+   == [(8, ["seed-like"], ["none", "pin-cpus"]), (8, ["seed-like"], ["idle-poll"]),
+       (16, ["exact-16"], ["none", "pin-cpus"]), (16, ["exact-16"], ["idle-poll"])],
+   "a boot per CPU count for the pinning tunings, and one more for idle=poll",
+   scalehost.boots(["seed-like", "exact-16"], ["none", "idle-poll", "pin-cpus"]))
+ok(scalehost.boots(["exact-16"], ["idle-poll"]) == [(16, ["exact-16"], ["idle-poll"])],
+   "idle-poll alone: its boot only")
 
 out = qemuboot.Outcome()
 result = {"mix": "smoke", "reps": []}

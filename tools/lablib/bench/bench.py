@@ -56,7 +56,8 @@ def command(args):
             kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
                   if v is not None}
             balancing = {"off": [0], "on": [1], "both": [0, 1]}[args.numa_balancing]
-            return benchscale.run_in_guest(args.mix, balancing=balancing, **kw)
+            return benchscale.run_in_guest(args.mix, balancing=balancing, tunings=args.tuning,
+                                           **kw)
         elif w == "control":
             from . import benchcontrol
             kw = {"reps": args.reps} if args.reps is not None else {}

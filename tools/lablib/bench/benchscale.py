@@ -23,6 +23,14 @@ that CPU was (idlesteal.py).  Share and steal come from /proc/PID/task/TID/sched
 
 Every result is printed as one line 'unsteal-bench: result JSON' on
 stdout, which the host reads from the serial console.
+
+A mix can also run under a host tuning (TUNINGS), the remedies an operator
+has without changing the scheduler: pinning each domain to a NUMA node
+(libvirt's <numatune> with the vCPUs placed on its node), pinning each
+vCPU to a CPU of that node (<vcpupin>), or idle=poll on the host's kernel
+command line (no idle-exit latency: an idle CPU polls for work).  Pinning
+is each thread's affinity, which the idle steal honours (a CPU the thread
+may not run on is not one it could have had).
 """
 
 import json
@@ -39,6 +47,18 @@ from ..lab import measure
 LAYOUTS = ("per-domain", "per-domain-scaled", "per-host")
 PREFIX = "unsteal-bench: "
 NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
+# name -> what the tuning is; "idle-poll" is on the kernel command line of
+# the boot (scalehost.py boots it so), the others are applied here.
+TUNINGS = {
+    "none": "no tuning: the scheduler places the threads on any CPU",
+    "pin-nodes": "each domain's vCPU threads pinned to one NUMA node (largest domain first, "
+                 "to the node with the fewest vCPUs so far)",
+    "pin-cpus": "the same nodes, and each vCPU thread pinned to one CPU of its node "
+                "(in turn; CPUs are shared only when a node has more vCPUs than CPUs)",
+    "idle-poll": "idle=poll on the kernel command line: an idle CPU polls for work "
+                 "instead of halting",
+}
+BOOT_TUNINGS = {"idle-poll": "idle=poll"}
 TRACE_BUFFER_KB = 4096     # per CPU
 SETTLE = 2                 # seconds after a change of layout before a window
 
@@ -89,6 +109,47 @@ def set_numa_balancing(value):
     except OSError as e:
         raise LabError(f"cannot set {NUMA_BALANCING} to {value} (CONFIG_NUMA_BALANCING?): {e}")
     return old
+
+
+def pin_plan(spec, nodes, tuning):
+    """{domain: [the CPUs each vCPU thread may use]} for a pinning tuning
+    (None for the others).  spec: MIXES' domains; nodes: {node: sorted
+    CPUs}.  Domains go, largest first, to the node holding the fewest
+    vCPUs so far (the lower node on a tie); pin-cpus then gives the vCPUs
+    of a node its CPUs in turn."""
+    if tuning not in ("pin-nodes", "pin-cpus"):
+        return None
+    if not nodes:
+        raise LabError(f"{tuning}: the host shows no NUMA nodes")
+    load = {n: 0 for n in nodes}
+    plan = {}
+    for name, vcpus, *_ in sorted(spec, key=lambda d: -d[1]):
+        node = min(load, key=lambda n: (load[n], n))
+        cpus = nodes[node]
+        if tuning == "pin-nodes":
+            plan[name] = [list(cpus)] * vcpus
+        else:
+            plan[name] = [[cpus[(load[node] + i) % len(cpus)]] for i in range(vcpus)]
+        load[node] += vcpus
+    return plan
+
+
+def apply_tuning(domains, spec, tuning):
+    """Pins the domains' threads as the tuning says; the plan (or None)."""
+    if tuning in BOOT_TUNINGS:
+        with open("/proc/cmdline") as fh:
+            if BOOT_TUNINGS[tuning] not in fh.read().split():
+                raise LabError(f"tuning {tuning} needs {BOOT_TUNINGS[tuning]} on the kernel "
+                               "command line (tools/lab bench scale boots it so)")
+        return None
+    by_node = {}
+    for cpu, node in cpu_nodes().items():
+        by_node.setdefault(node, []).append(cpu)
+    plan = pin_plan(spec, {n: sorted(c) for n, c in by_node.items()}, tuning)
+    for d in domains if plan else []:
+        for tid, cpus in zip(d.tids, plan[d.name]):
+            os.sched_setaffinity(tid, cpus)
+    return plan
 
 
 def record_window(domains, rec, seconds):
@@ -143,8 +204,9 @@ FIELDS = ("ratio", "jain", "steal", "idle_steal", "idle_steal_own", "idle_steal_
           "idle_steal_far", "est_idle_steal", "util", "host_idle", "trace_idle")
 
 
-def run_mix(mount, mix, balancing, reps, seconds, settle):
-    """One mix with NUMA balancing on (1) or off (0): every layout, reps times."""
+def run_mix(mount, mix, balancing, reps, seconds, settle, tuning="none"):
+    """One mix with NUMA balancing on (1) or off (0) under a tuning: every
+    layout, reps times."""
     ncpus = os.cpu_count()
     want, desc, spec = MIXES[mix]
     if ncpus < want:
@@ -155,6 +217,7 @@ def run_mix(mount, mix, balancing, reps, seconds, settle):
     try:
         for name, vcpus, duty, period, mem in spec:
             domains.append(Domain(name, vcpus, duty, period_ms=period, mem_mb=mem))
+        plan = apply_tuning(domains, spec, tuning)
         layout.setup(domains)
         with schedtrace.Recorder(buffer_kb=TRACE_BUFFER_KB) as rec:
             for r in range(reps):
@@ -164,8 +227,8 @@ def run_mix(mount, mix, balancing, reps, seconds, settle):
                     time.sleep(settle)
                     win, lines = record_window(domains, rec, seconds)
                     windows.append((r, lay, win, lines))
-                emit("progress", f"{mix}, NUMA balancing {'on' if balancing else 'off'}: "
-                                 f"repetition {r + 1}/{reps} measured")
+                emit("progress", f"{mix}, NUMA balancing {'on' if balancing else 'off'}, "
+                                 f"tuning {tuning}: repetition {r + 1}/{reps} measured")
     finally:
         try:
             try:
@@ -175,7 +238,8 @@ def run_mix(mount, mix, balancing, reps, seconds, settle):
                 layout.teardown()
         finally:
             set_numa_balancing(old)
-    out = {"mix": mix, "cpus": ncpus, "numa_balancing": bool(balancing), "description": desc,
+    out = {"mix": mix, "cpus": ncpus, "numa_balancing": bool(balancing), "tuning": tuning,
+           "pinning": plan, "description": desc,
            "domains": [{"name": n, "vcpus": v, "duty": d, "period_ms": p, "mem_mb": m}
                        for n, v, d, p, m in spec],
            "reps": [dict() for _ in range(reps)]}
@@ -230,17 +294,31 @@ def topology():
     return {"cpus": os.cpu_count(), "nodes": node_cpulists(), "kernel": os.uname().release}
 
 
-def run_in_guest(mixes, balancing, reps=5, seconds=10, settle=SETTLE):
-    """What the test host runs: every mix with every NUMA balancing setting."""
+def check_tunings(tunings):
+    """The tunings asked for (default: none), each known and once."""
+    tunings = list(tunings or ["none"])
+    bad = [t for t in tunings if t not in TUNINGS]
+    if bad:
+        raise LabError(f"unknown tuning {bad[0]}: one of {', '.join(TUNINGS)}")
+    if len(set(tunings)) != len(tunings):
+        raise LabError("a tuning is given twice")
+    return tunings
+
+
+def run_in_guest(mixes, balancing, reps=5, seconds=10, settle=SETTLE, tunings=None):
+    """What the test host runs: every mix under every tuning with every
+    NUMA balancing setting."""
     require_root("bench scale --in-guest")
     mixes = check_args(mixes, MIXES, reps, seconds)
+    tunings = check_tunings(tunings)
     if not schedtrace.available():
         raise LabError("bench scale needs tracefs (CONFIG_FTRACE) to measure idle steal")
     mount = cpu_mount()
     build_spinner()     # in the test host: the image's, newer than its source
     emit("topology", topology())
     for mix in mixes:
-        for b in balancing:
-            emit("result", run_mix(mount, mix, b, reps, seconds, settle))
+        for tuning in tunings:
+            for b in balancing:
+                emit("result", run_mix(mount, mix, b, reps, seconds, settle, tuning))
     emit("done", "")
     return 0

@@ -129,6 +129,7 @@ def scale_idle_steal(results, path, layouts):
     range of the repetitions as error bars."""
     mixes = results["mixes"]
     groups = [f"{m['mix']}\n{m['cpus']} CPUs, NUMA\nbalancing {'on' if m['numa_balancing'] else 'off'}"
+              + ("" if m.get("tuning", "none") == "none" else f"\n{m['tuning']}")
               for m in mixes]
     vals, errs = [], []
     for lay in layouts:

@@ -28,7 +28,7 @@ import time
 
 from ..common import BUILD, LabError, require_root, step
 from ..bench.benchkit import check_args, command_line, publish, republish
-from ..bench.benchscale import LAYOUTS, MIXES, PREFIX, SETTLE
+from ..bench.benchscale import BOOT_TUNINGS, LAYOUTS, MIXES, PREFIX, SETTLE, check_tunings
 from ..bench.benchsched import fmt, machine_info
 from .qemuboot import Console
 from .testhost import CONSOLE, boot, host_lock, machine_args
@@ -61,32 +61,50 @@ def memory_mb(cpus):
     return 2048 if cpus <= 4 else 4096
 
 
-def guest_args(mixes, reps, seconds, balancing):
-    """The kernel command line's unsteal.bench=: the in-guest command's
-    arguments, joined by commas."""
+def guest_args(mixes, reps, seconds, balancing, tunings=("none",)):
+    """The kernel command line: a boot-time tuning's parameter (idle=poll)
+    and unsteal.bench=, the in-guest command's arguments joined by commas."""
     args = []
     for m in mixes:
         args += ["--mix", m]
+    for t in tunings:
+        args += ["--tuning", t]
     args += ["--reps", str(reps), "--seconds", str(seconds), "--numa-balancing", balancing]
-    return "unsteal.bench=" + ",".join(args)
+    return " ".join([BOOT_TUNINGS[t] for t in tunings if t in BOOT_TUNINGS]
+                    + ["unsteal.bench=" + ",".join(args)])
 
 
-def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False):
-    """Boots the test host with cpus CPUs and runs mixes inside: what it
-    reported (topology, results) and what went wrong."""
-    nbal = 2 if balancing == "both" else 1
+def boots(mixes, tunings):
+    """The boots a run needs: [(CPUs, [mix], [tuning])], one per CPU count,
+    and one more for each tuning of the kernel command line."""
+    by_cpus = {}
+    for m in mixes:
+        by_cpus.setdefault(MIXES[m][0], []).append(m)
+    runtime = [t for t in tunings if t not in BOOT_TUNINGS]
+    out = []
+    for cpus in sorted(by_cpus):
+        if runtime:
+            out.append((cpus, by_cpus[cpus], runtime))
+        out += [(cpus, by_cpus[cpus], [t]) for t in tunings if t in BOOT_TUNINGS]
+    return out
+
+
+def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False, tunings=("none",)):
+    """Boots the test host with cpus CPUs and runs mixes inside under each
+    tuning: what it reported (topology, results) and what went wrong."""
+    nbal = (2 if balancing == "both" else 1) * len(tunings)
     measure_s = len(mixes) * nbal * reps * len(LAYOUTS) * (SETTLE + seconds)
     # The replay of the traces runs in the emulated guest, after the windows
     timeout = BOOT_S + 3 * measure_s + 60 * cpus
     step(f"bench: scale: {cpus} CPUs in {NODES} nodes, mixes {', '.join(mixes)}, "
-         f"NUMA balancing {balancing}: about {math.ceil(measure_s / 60)} min of windows "
+         f"tuning {', '.join(tunings)}, NUMA balancing {balancing}: about {math.ceil(measure_s / 60)} min of windows "
          f"(watchdog {timeout} s)")
     t0 = time.monotonic()
     with host_lock():
         out = boot(VARIANT, timeout=timeout, tests=["idle_steal_trace"], kernel="ours",
                    kernel_path=built_kernel_image() if smoke else kernel_image(),
                    machine=machine_args(cpus, NODES, memory_mb(cpus)), tcg=tcg,
-                   append_extra=guest_args(mixes, reps, seconds, balancing),
+                   append_extra=guest_args(mixes, reps, seconds, balancing, tunings),
                    console=SCALE_CONSOLE, name=f"scale-{cpus}")
     problems = []
     if not out.done:
@@ -110,22 +128,21 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False):
 
 
 def run_bench(mixes=None, reps=5, seconds=10, balancing="both", tcg="single",
-              outdir=None, command=None, smoke=False):
+              outdir=None, command=None, smoke=False, tunings=None):
     require_root("bench scale")
     mixes = check_args(mixes, {m: v for m, v in MIXES.items() if m != "smoke" or smoke},
                        reps, seconds)
+    tunings = check_tunings(tunings)
     outdir = outdir or os.path.join(BUILD, "bench", "scale-smoke" if smoke else "scale")
     if not smoke:
         build()             # the image carries the benchmark's code
-    by_cpus = {}
-    for m in mixes:
-        by_cpus.setdefault(MIXES[m][0], []).append(m)
     results = {"command": command, "machine": machine_info(), "seconds": seconds,
                "settle": SETTLE, "reps": reps, "tcg": tcg, "nodes": NODES,
                "variant": VARIANT, "hosts": [], "mixes": []}
     problems = []
-    for cpus in sorted(by_cpus):
-        topo, res, bad = one_boot(cpus, by_cpus[cpus], reps, seconds, balancing, tcg, smoke)
+    for cpus, boot_mixes, boot_tunings in boots(mixes, tunings):
+        topo, res, bad = one_boot(cpus, boot_mixes, reps, seconds, balancing, tcg, smoke,
+                                  boot_tunings)
         results["hosts"].append(topo)
         results["mixes"] += res
         problems += bad
@@ -184,13 +201,13 @@ def command(args):
         republish("scale", args.out or os.path.join(BUILD, "bench", "scale"), markdown, plot)
         return 0
     if args.smoke:
-        if args.mix or args.reps or args.seconds:
-            raise LabError("--smoke runs its own mix, repetitions and window")
+        if args.mix or args.reps or args.seconds or args.tuning:
+            raise LabError("--smoke runs its own mix, tuning, repetitions and window")
         smoke(args.numa_balancing, args.tcg, args.out, command_line())
         return 0
     kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds)) if v is not None}
     run_bench(mixes=args.mix, balancing=args.numa_balancing, tcg=args.tcg, outdir=args.out,
-              command=command_line(), **kw)
+              command=command_line(), tunings=args.tuning, **kw)
     return 0
 
 
@@ -209,22 +226,25 @@ def domain_idle_steal(mix, lay, dom):
 
 
 def markdown(results):
+    tuned = any(m.get("tuning", "none") != "none" for m in results["mixes"])
+    hosts = dict.fromkeys(f"{h.get('cpus')} CPUs, nodes {h.get('nodes')}"
+                          for h in results["hosts"])
     lines = [f"Simulated hosts (QEMU TCG, {results['tcg']}-threaded, on "
-             f"{results['machine']['cpus']} host CPUs): "
-             + "; ".join(f"{h.get('cpus')} CPUs, nodes {h.get('nodes')}"
-                         for h in results["hosts"])
+             f"{results['machine']['cpus']} host CPUs): " + "; ".join(hosts)
              + f". {results['reps']} repetitions of {results['seconds']} s windows "
                "per layout, medians (ranges). Command: `" + (results["command"] or "") + "`.",
              "",
-             "| CPUs | mix | NUMA bal. | layout | large/small per vCPU | Jain (busy) "
+             "| CPUs | mix | NUMA bal. | " + ("tuning | " if tuned else "")
+             + "layout | large/small per vCPU | Jain (busy) "
              "| steal (vCPUs) | idle steal, exact (vCPUs), median (range) | own / near / far "
              "| estimate | host idle (trace) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|" + ("---|" if tuned else "") + "---|---|---|---|---|---|---|---|"]
     for mix in results["mixes"]:
         for lay in LAYOUTS:
             m = mix["median"][lay]
             lines.append(f"| {mix['cpus']} | {mix['mix']} | "
-                         f"{'on' if mix['numa_balancing'] else 'off'} | {lay} | "
+                         f"{'on' if mix['numa_balancing'] else 'off'} | "
+                         + (f"{mix.get('tuning', 'none')} | " if tuned else "") + f"{lay} | "
                          f"{fmt(m['ratio'])} | {fmt(m['jain'], '.3f')} | {fmt(m['steal'])} | "
                          f"{fmt(m['idle_steal'], '.3f')} ({_rng(mix, lay, 'idle_steal')}) | "
                          f"{fmt(m.get('idle_steal_own'), '.3f')} / "
@@ -246,7 +266,9 @@ def markdown(results):
         lines.append(f"**Problem:** {p}")
     for mix in results["mixes"]:
         lines.append(f"**{mix['mix']}**, NUMA balancing "
-                     f"{'on' if mix['numa_balancing'] else 'off'} ({mix['description']}): "
+                     f"{'on' if mix['numa_balancing'] else 'off'}"
+                     + (f", tuning {mix.get('tuning', 'none')}" if tuned else "")
+                     + f" ({mix['description']}): "
                      "median CPU share per vCPU of each domain, % of one CPU (in brackets "
                      "its idle steal per vCPU, % of the time)")
         lines.append("")
