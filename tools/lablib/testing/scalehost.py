@@ -89,9 +89,10 @@ def boots(mixes, tunings):
     return out
 
 
-def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False, tunings=("none",)):
-    """Boots the test host with cpus CPUs and runs mixes inside under each
-    tuning: what it reported (topology, results) and what went wrong."""
+def one_boot(cpus, mixes, reps, seconds, balancing, tcg, kernel_path, tunings=("none",)):
+    """Boots the test host with cpus CPUs and the kernel at kernel_path and
+    runs mixes inside under each tuning: what it reported (topology,
+    results) and what went wrong."""
     nbal = (2 if balancing == "both" else 1) * len(tunings)
     measure_s = len(mixes) * nbal * reps * len(LAYOUTS) * (SETTLE + seconds)
     # The replay of the traces runs in the emulated guest, after the windows
@@ -102,7 +103,7 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, smoke=False, tunings=("
     t0 = time.monotonic()
     with host_lock():
         out = boot(VARIANT, timeout=timeout, tests=["idle_steal_trace"], kernel="ours",
-                   kernel_path=built_kernel_image() if smoke else kernel_image(),
+                   kernel_path=kernel_path,
                    machine=machine_args(cpus, NODES, memory_mb(cpus)), tcg=tcg,
                    append_extra=guest_args(mixes, reps, seconds, balancing, tunings),
                    console=SCALE_CONSOLE, name=f"scale-{cpus}")
@@ -140,8 +141,11 @@ def run_bench(mixes=None, reps=5, seconds=10, balancing="both", tcg="single",
                "settle": SETTLE, "reps": reps, "tcg": tcg, "nodes": NODES,
                "variant": VARIANT, "hosts": [], "mixes": []}
     problems = []
+    # Built (or checked) once for all the boots; the smoke run takes what
+    # tools/lab test has just built
+    kernel_path = built_kernel_image() if smoke else kernel_image()
     for cpus, boot_mixes, boot_tunings in boots(mixes, tunings):
-        topo, res, bad = one_boot(cpus, boot_mixes, reps, seconds, balancing, tcg, smoke,
+        topo, res, bad = one_boot(cpus, boot_mixes, reps, seconds, balancing, tcg, kernel_path,
                                   boot_tunings)
         results["hosts"].append(topo)
         results["mixes"] += res
