@@ -71,6 +71,14 @@ def main(t):
     real = {pid: affinity[pid] for pid in pids}
     window, totals, idle = idlesteal.replay(events, real, range(ncpu))
     t.ok(window > 0.9 * wall, f"the replay covers the recording ({window:.3f} of {wall:.3f} s)")
+    if events:
+        # Where the window lies in the recording: a late start is a CPU
+        # that switched late, an early end a CPU whose last switch was
+        # long before the recording stopped (trace clock 'mono' and
+        # time.monotonic() are both CLOCK_MONOTONIC)
+        last_event = events[-1][0]
+        print(f"# the replay's window: {last_event - window - t0:+.3f} to "
+              f"{last_event - t0:+.3f} s of the recording's 0 to {wall:.3f} s", flush=True)
     for pid in pids:
         got = totals[pid]
         run = (after[pid][0] - before[pid][0]) / wall
