@@ -142,10 +142,7 @@ def apply_tuning(domains, spec, tuning):
                 raise LabError(f"tuning {tuning} needs {BOOT_TUNINGS[tuning]} on the kernel "
                                "command line (tools/lab bench scale boots it so)")
         return None
-    by_node = {}
-    for cpu, node in cpu_nodes().items():
-        by_node.setdefault(node, []).append(cpu)
-    plan = pin_plan(spec, {n: sorted(c) for n, c in by_node.items()}, tuning)
+    plan = pin_plan(spec, node_cpus(), tuning)
     for d in domains if plan else []:
         for tid, cpus in zip(d.tids, plan[d.name]):
             os.sched_setaffinity(tid, cpus)
@@ -284,9 +281,14 @@ def parse_cpulist(text):
     return cpus
 
 
+def node_cpus():
+    """{NUMA node: its CPUs, sorted}."""
+    return {int(n[4:]): sorted(parse_cpulist(text)) for n, text in node_cpulists().items()}
+
+
 def cpu_nodes():
     """{cpu: NUMA node}."""
-    return {c: int(n[4:]) for n, text in node_cpulists().items() for c in parse_cpulist(text)}
+    return {c: n for n, cpus in node_cpus().items() for c in cpus}
 
 
 def topology():

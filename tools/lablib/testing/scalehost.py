@@ -93,8 +93,8 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, kernel_path, tunings=("
     """Boots the test host with cpus CPUs and the kernel at kernel_path and
     runs mixes inside under each tuning: what it reported (topology,
     results) and what went wrong."""
-    nbal = (2 if balancing == "both" else 1) * len(tunings)
-    measure_s = len(mixes) * nbal * reps * len(LAYOUTS) * (SETTLE + seconds)
+    runs = (2 if balancing == "both" else 1) * len(tunings)     # of each mix
+    measure_s = len(mixes) * runs * reps * len(LAYOUTS) * (SETTLE + seconds)
     # The replay of the traces runs in the emulated guest, after the windows
     timeout = BOOT_S + 3 * measure_s + 60 * cpus
     step(f"bench: scale: {cpus} CPUs in {NODES} nodes, mixes {', '.join(mixes)}, "
@@ -117,8 +117,8 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, kernel_path, tunings=("
     if out.splats:
         problems.append(f"kernel problem lines: {out.splats[0]}")
     results = out.records.get("result", [])
-    if len(results) != len(mixes) * nbal:
-        problems.append(f"{len(results)} results came back, {len(mixes) * nbal} expected")
+    if len(results) != len(mixes) * runs:
+        problems.append(f"{len(results)} results came back, {len(mixes) * runs} expected")
     if out.records.get("garbled"):
         problems.append(f"garbled result line: {out.records['garbled'][0][:200]}")
     topo = (out.records.get("topology") or [{}])[0]
