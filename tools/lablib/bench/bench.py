@@ -39,7 +39,7 @@ def command(args):
             from . import benchmixed
             kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
                   if v is not None}
-            benchmixed.run_bench(outdir=args.out, command=argv, **kw)
+            benchmixed.run_bench(outdir=args.out, command=argv, only=args.action, **kw)
         elif w == "tuned":
             from . import benchtuned
             kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))

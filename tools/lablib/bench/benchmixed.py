@@ -39,18 +39,29 @@ def _is_v2():
     return os.path.exists("/sys/fs/cgroup/cgroup.controllers")
 
 
-def actions(default):
-    """(label, schedinfo settings, <cputune>) for each action; the last resets."""
+# The actions by the name --action takes, in the order they run
+ACTIONS = ["cap", "cap-binds", "shares-half", "shares-double", "shares-4x"]
+
+
+def actions(default, only=None):
+    """(label, schedinfo settings, <cputune>) for each action, or for those
+    named in 'only' (names of ACTIONS), in the order of ACTIONS."""
     half, four = default // 2, 4 * default
-    return [
-        ("vcpu_quota=50000 (cap, does not bind)", ["vcpu_quota=50000"], {"quota": "50000"}),
-        ("vcpu_quota=20000 (cap, binds)", ["vcpu_quota=20000"], {"quota": "20000"}),
-        (f"cpu_shares={half} (half the default)", [f"cpu_shares={half}"],
-         {"shares": str(half)}),
-        (f"cpu_shares={2 * default}", [f"cpu_shares={2 * default}"],
-         {"shares": str(2 * default)}),
-        (f"cpu_shares={four}", [f"cpu_shares={four}"], {"shares": str(four)}),
-    ]
+    table = {
+        "cap": ("vcpu_quota=50000 (cap, does not bind)", ["vcpu_quota=50000"],
+                {"quota": "50000"}),
+        "cap-binds": ("vcpu_quota=20000 (cap, binds)", ["vcpu_quota=20000"],
+                      {"quota": "20000"}),
+        "shares-half": (f"cpu_shares={half} (half the default)", [f"cpu_shares={half}"],
+                        {"shares": str(half)}),
+        "shares-double": (f"cpu_shares={2 * default}", [f"cpu_shares={2 * default}"],
+                          {"shares": str(2 * default)}),
+        "shares-4x": (f"cpu_shares={four}", [f"cpu_shares={four}"], {"shares": str(four)}),
+    }
+    unknown = sorted(set(only or []) - set(ACTIONS))
+    if unknown:
+        raise LabError(f"unknown action(s) {', '.join(unknown)}; known: {', '.join(ACTIONS)}")
+    return [table[name] for name in ACTIONS if not only or name in only]
 
 
 def _threads(names):
@@ -95,7 +106,7 @@ def _reset(noisy, default, v2):
     return _apply(noisy, [f"cpu_shares={default}", "vcpu_quota=-1"], None, v2)
 
 
-def run_mode(mode, reps, seconds, v2):
+def run_mode(mode, reps, seconds, v2, only=None):
     default = 100 if v2 else 1024
     daemon.stop()
     daemon.start(vcpu_cgroup=mode, quiet=True)
@@ -103,7 +114,7 @@ def run_mode(mode, reps, seconds, v2):
     noisy = guest.create(NOISY, vcpus=2, workload="spin")
     rows = []
     try:
-        for label, settings, cputune in actions(default):
+        for label, settings, cputune in actions(default, only):
             before, after, spread_before, spread_after = [], [], [], []
             for r in range(reps):
                 step(f"bench mixed: {mode}: {label}, repetition {r + 1}/{reps}")
@@ -123,21 +134,22 @@ def run_mode(mode, reps, seconds, v2):
     return rows
 
 
-def run_bench(reps=3, seconds=4, outdir=None, command=None):
+def run_bench(reps=3, seconds=4, outdir=None, command=None, only=None):
     require_root("bench mixed")
     if reps < 1 or seconds < 1:
         raise LabError("--reps and --seconds must be at least 1")
+    nactions = len(actions(1, only))
     prepare_lab("mixed")
     v2 = _is_v2()
     outdir = outdir or os.path.join(BUILD, "bench", "mixed")
     per = 2 * WINDOWS * seconds + 2 * SETTLE + 2
-    step(f"bench mixed: 2 modes x {len(actions(1))} actions x {reps} repetitions x about "
-         f"{per} s = about {2 * len(actions(1)) * reps * per // 60} min")
+    step(f"bench mixed: 2 modes x {nactions} actions x {reps} repetitions x about "
+         f"{per} s = about {2 * nactions * reps * per // 60} min")
     results = {"command": command, "machine": benchsched.machine_info(), "seconds": seconds,
                "windows": WINDOWS, "reps": reps, "cgroup": "v2" if v2 else "v1",
                "cpus": os.cpu_count(), "modes": {}}
     for mode in MODES:
-        results["modes"][mode] = run_mode(mode, reps, seconds, v2)
+        results["modes"][mode] = run_mode(mode, reps, seconds, v2, only)
     return publish("mixed", results, outdir, markdown)
 
 
