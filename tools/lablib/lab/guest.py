@@ -7,11 +7,16 @@ kernel command line:
   idle   nothing but a sleeping shell
   mixed  a loop on vCPU 0 only, the other vCPUs idle
 and prints 'unsteal-guest: ready' on the serial console once the loops run.
-One more workload boots no kernel:
-  spin   a boot sector that spins on every vCPU with interrupts off
-         (tools/testhost/spin-boot.S): the vCPU threads are pure CPU hogs
-         that never take QEMU's big lock (see docs/performance.md); ready
-         once every vCPU thread spins.
+Two more workloads boot no Linux:
+  spin     a boot sector that spins on every vCPU with interrupts off
+           (tools/testhost/spin-boot.S): the vCPU threads are pure CPU hogs
+           that never take QEMU's big lock (see docs/performance.md); ready
+           once every vCPU thread spins.
+  balloon  a multiboot kernel with a virtio balloon driver
+           (tools/testhost/balloon-guest.c), here and in the test host:
+           it writes to all its memory, says ready, and then gives pages
+           to the host and takes them back (writing to them again) as the
+           balloon's target ('virsh setmem') changes.
 """
 
 import os
@@ -43,7 +48,9 @@ INIT = os.path.join(PROGRAMS, "init.sh")
 # firmware.  A guest counts as ready once QEMU has all its vCPU threads.
 SPIN_BOOT = os.path.join(IMAGES, "spin-boot.img")
 SPIN_SRC = os.path.join(ROOT, "tools", "testhost", "spin-boot.S")
-WORKLOADS = ("busy", "idle", "mixed", "spin")
+BALLOON = os.path.join(IMAGES, "balloon-guest.elf")
+BALLOON_SRC = os.path.join(ROOT, "tools", "testhost", "balloon-guest.c")
+WORKLOADS = ("busy", "idle", "mixed", "spin", "balloon")
 READY = "unsteal-guest: ready"
 _WORKLOADS = {}     # test host: domain name -> workload, for the readiness check
 
@@ -136,8 +143,33 @@ def spin_image():
     return SPIN_BOOT
 
 
+def balloon_build_commands(src, out):
+    """The commands that build the balloon guest from src into out (an ELF
+    multiboot kernel that QEMU loads with -kernel); the test host's build
+    root runs the same."""
+    obj = out + ".o"
+    return [["gcc", "-m32", "-O2", "-Wall", "-Wextra", "-Werror", "-ffreestanding", "-fno-pic",
+             "-fno-stack-protector", "-fno-toplevel-reorder", "-nostdlib", "-c", "-o", obj, src],
+            ["ld", "-m", "elf_i386", "-N", "--no-warn-rwx-segments", "-Ttext", "0x100000",
+             "-e", "_start", "-o", out, obj],
+            ["rm", "-f", obj]]
+
+
+def balloon_image():
+    """The balloon guest's kernel; on the host it is built here (the test
+    host has it built in its build root)."""
+    if config.get().testhost:
+        return BALLOON
+    if not os.path.exists(BALLOON) or os.path.getmtime(BALLOON) < os.path.getmtime(BALLOON_SRC):
+        mkdirs(IMAGES)
+        for argv in balloon_build_commands(BALLOON_SRC, BALLOON + ".tmp"):
+            run(argv, quiet=True)
+        os.replace(BALLOON + ".tmp", BALLOON)
+    return BALLOON
+
+
 def _boots_spin(workload):
-    return workload == "spin" or (config.get().testhost and workload != "idle")
+    return workload == "spin" or (config.get().testhost and workload in ("busy", "mixed"))
 
 
 def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
@@ -149,7 +181,11 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     if workload not in WORKLOADS:
         raise LabError(f"unknown guest workload {workload!r}; known: {', '.join(WORKLOADS)}")
     _WORKLOADS[name] = workload
-    if config.get().testhost or workload == "spin":
+    balloon = "<memballoon model='none'/>"
+    if workload == "balloon":
+        boot = f"<kernel>{escape(balloon_image())}</kernel>"
+        balloon = "<memballoon model='virtio'/>"
+    elif config.get().testhost or workload == "spin":
         boot = "<boot dev='hd'/>"
         if _boots_spin(workload):
             img = os.path.join(daemon.lab().dir, f"{name}-spin.img")
@@ -184,7 +220,7 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     <controller type='usb' model='none'/>
     <serial type='file'><source path='{escape(console_path(name))}'/><target port='0'/></serial>
     <console type='file'><source path='{escape(console_path(name))}'/><target type='serial' port='0'/></console>
-    <memballoon model='none'/>
+    {balloon}
     {disk}
   </devices>
 </domain>
@@ -214,7 +250,8 @@ def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=No
 
 def wait_console(name, text, timeout=120):
     t0 = time.monotonic()
-    if (config.get().testhost or _WORKLOADS.get(name) == "spin") and text == READY:
+    if (_WORKLOADS.get(name) == "spin"
+            or (config.get().testhost and _WORKLOADS.get(name) != "balloon")) and text == READY:
         return _wait_vcpu_threads(name, timeout)
     path = console_path(name)
     while time.monotonic() - t0 < timeout:

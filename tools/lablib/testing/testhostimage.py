@@ -6,8 +6,9 @@ build() takes the runtime root of testhostroot.py for a release
 (_build/testhost/root for Debian 13) from it: the repository's tools/ and tests/ under
 /unsteal, our libvirt (the build prefix of the work tree, or with
 '--libvirt packages' the .debs already installed in the runtime root, their
-units masked), the unsteal binary, the benchmark's spinner and spin-boot
-image, and what starts the integration tests at boot, from tools/testhost/:
+units masked), the unsteal binary, the benchmark's spinner, the nested
+guests' images (the spin boot sector and the balloon kernel), and what
+starts the integration tests at boot, from tools/testhost/:
 the runner script with its configuration, its systemd unit, and
 unsteal-init, PID 1 of the variants without systemd.  On Debian 13,
 unsteal's own .deb ('tools/lab package unsteal', built for trixie) is
@@ -28,6 +29,7 @@ import shutil
 import time
 
 from ..common import LabError, ROOT, mkdirs, run, step
+from ..lab import guest
 from ..stack import stacks
 from ..package.chroot import Root, no_services, rmtree, unpack
 from .testhostrelease import DEFAULT, LOGS
@@ -87,8 +89,8 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT
     dst = r + IN_BUILD
     mkdirs(dst, r + IN_BUILD + "/unsteal-build/src", r + IN_BUILD + "/bench",
            r + IN_BUILD + "/images")
-    shutil.copy2(buildroot + IN_BUILD + "/images/spin-boot.img",
-                 r + IN_BUILD + "/images/spin-boot.img")
+    for image in ("spin-boot.img", os.path.basename(guest.BALLOON)):
+        shutil.copy2(buildroot + IN_BUILD + "/images/" + image, r + IN_BUILD + "/images/" + image)
     if libvirt_from == "tree":
         run(["cp", "-a", buildroot + in_prefix(rel), r + in_prefix(rel)])
         # The systemd unit our libvirt installs beside its daemons' units

@@ -13,8 +13,9 @@ a tarball in ~/.cache/unsteal/testhost (delete at will):
   root-debs-SUITE-KEY.tar.zst  the same with our .debs (build --libvirt packages)
 Each KEY is a hash of the root's package list (and of ROOT_FORMAT).
 
-The release's patched libvirt, the unsteal binary and the benchmark's
-spinner are built inside the build root, unpacked once into the release's
+The release's patched libvirt, the unsteal binary, the benchmark's
+spinner and the nested guests' images (spin boot sector, balloon kernel)
+are built inside the build root, unpacked once into the release's
 buildroot directory (_build/testhost/buildroot for Debian 13) where their
 meson build dirs stay for incremental builds: they link against the
 suite's libraries, and nothing built on the development host goes into
@@ -29,6 +30,7 @@ import shutil
 import subprocess
 
 from ..common import LabError, ROOT, mkdirs, run, step
+from ..lab import guest
 from ..package import chroot
 from ..stack import sources
 from .testhostrelease import DEFAULT, LOGS, THCACHE
@@ -240,9 +242,13 @@ def build_in_root(libvirt_from="tree", rel=DEFAULT):
               f"as --32 -o /tmp/spin-boot.o {IN}/repo/tools/testhost/spin-boot.S\n"
               f"ld -m elf_i386 -Ttext 0x7c00 --oformat binary -o {IN_BUILD}/images/spin-boot.img "
               f"/tmp/spin-boot.o\n"
+              + "".join(shlex.join(argv) + "\n" for argv in guest.balloon_build_commands(
+                  f"{IN}/repo/tools/testhost/balloon-guest.c",
+                  f"{IN_BUILD}/images/{os.path.basename(guest.BALLOON)}")) +
               f"gcc -O2 -Wall -Wextra -pthread -o {IN_BUILD}/bench/vcpu-spin "
               f"{IN}/repo/tools/bench/vcpu-spin.c\n")
-    step("testhost: building unsteal and the benchmark spinner inside the build root")
+    step("testhost: building unsteal, the benchmark spinner and the guest images inside "
+         "the build root")
     in_root(root, script, rel.log("unsteal-build"), binds=binds, net=False)
     return root
 
