@@ -135,6 +135,8 @@ def check_kept_placement(t, a, dom):
     p = vcpucg.schedinfo(a, "vcpu_quota=500")
     t.ok(p.returncode != 0 and "range" in p.stderr, "an invalid value is refused as invalid",
          p.stderr)
+    t.ok(vcpucg.all_shared(a) and vcpucg.domain_group(a) == dom
+         and guest.qemu_pid(a) == pid, "and moves nothing", vcpucg.placement_report(a))
     p = vcpucg.schedinfo(a, "cpu_shares=100", "vcpu_quota=-1")
     t.ok(p.returncode == 0, "writing the defaults live is accepted", p.stderr)
     t.ok(vcpucg.all_shared(a), "and changes nothing", vcpucg.placement_report(a))
