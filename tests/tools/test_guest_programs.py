@@ -6,7 +6,11 @@ shell scripts (*.sh, busybox or POSIX sh) with shellcheck as sh, following
 the files they source; Python programs (*.py) with pyflakes; systemd
 units (*.service) with 'systemd-analyze verify', which needs no systemd
 as PID 1 (the commands a unit starts exist in the test host's image only,
-so 'is not executable' for them is not a finding).  The boot sector
+so 'is not executable' for them is not a finding); C programs (*.c,
+the balloon guest's kernel) are built as the lab builds them
+(guest.balloon_build_commands: gcc -m32 -ffreestanding with -Wall -Wextra
+-Werror), and must come out as a multiboot image (its header 4-aligned in
+the first 8 KiB, which is where QEMU's loader looks).  The boot sector
 (*.S) is left to its assembler (guest.spin_image() checks its size); any
 other file fails, as no check covers it.  The files the lab installs
 (guest.py, kselftest.py, testhostimage.py) must be among those checked.
@@ -72,10 +76,32 @@ def unit_findings(path):
     return "\n".join(found)
 
 
+MULTIBOOT_MAGIC = (0x1badb002).to_bytes(4, "little")
+
+
+def c_findings(path):
+    """Build errors and warnings, or an image without a multiboot header."""
+    with tempfile.TemporaryDirectory(prefix="unsteal-guest-c-") as d:
+        out = os.path.join(d, "guest.elf")
+        for argv in guest.balloon_build_commands(path, out):
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            if p.returncode:
+                return f"{' '.join(argv)}:\n{(p.stdout + p.stderr).strip()}"
+        with open(out, "rb") as fh:
+            head = fh.read(8192)
+        at = head.find(MULTIBOOT_MAGIC)
+        while at >= 0 and at % 4:
+            at = head.find(MULTIBOOT_MAGIC, at + 1)
+        if at < 0:
+            return "no multiboot header (4-aligned) in the first 8 KiB of the image"
+    return ""
+
+
 CHECKERS = {
     ".sh": ("shellcheck", "shellcheck", shell_findings),
     ".py": ("pyflakes", None, python_findings),
     ".service": ("systemd-analyze verify", "systemd-analyze", unit_findings),
+    ".c": ("the guest kernel build", "gcc", c_findings),
 }
 PYFLAKES = pyflakes_cmd()
 
@@ -91,6 +117,8 @@ BROKEN = {
     "broken.py": "import os\nprint(undefined_name)\n",
     "broken.service": "[Unit]\nDescription=broken\n\n[Service]\nType=oneshot\n"
                       "ExecStart=/bin/true\nExecStrat=/bin/false\n",
+    # builds, but with a warning, and without a multiboot header
+    "broken.c": "void _start(void);\nvoid _start(void) { int unused; for (;;); }\n",
 }
 with tempfile.TemporaryDirectory(prefix="unsteal-guest-programs-") as d:
     for name, text in BROKEN.items():
