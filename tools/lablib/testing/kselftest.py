@@ -233,10 +233,24 @@ def _verdict(out, flavour, tests=TESTS):
     return passed, failed
 
 
-def _groups(debug):
-    """TESTS grouped by guest RAM, in order: [(MiB, [tests])], default shape first."""
+# The series' own programs, which take -p: run their fail-safe scenarios on
+# a kernel without the series too, as plain operations (the stock column of
+# docs/kernel-swapoff.md and docs/kernel-migrate.md).
+PLAIN_ARG = "-p"
+OURS = ("swapoff_test", "migrate_failsafe_test")
+
+
+def _selection(plain):
+    """TESTS, or with plain our programs run directly with -p."""
+    if not plain:
+        return list(TESTS)
+    return [t._replace(vmtests=None, args=PLAIN_ARG) if t.name in OURS else t for t in TESTS]
+
+
+def _groups(debug, tests):
+    """The tests grouped by guest RAM, in order: [(MiB, [tests])], default shape first."""
     groups = {}
-    for t in TESTS:
+    for t in tests:
         memory = t.memory or MEMORY_MB
         if debug:
             memory = max(memory, DEBUG_MEMORY_MB)
@@ -244,17 +258,21 @@ def _groups(debug):
     return list(groups.items())
 
 
-def run(flavour="patched", debug=False, timeout=None):
+def run(flavour="patched", debug=False, timeout=None, plain=False):
     """Build and run the selftests against one kernel; returns (passed, failed).
 
-    One guest per guest shape (see TESTS); the counts add up over the guests."""
+    One guest per guest shape (see TESTS); the counts add up over the guests.
+    plain: our programs with -p (on the stock kernel their fail-safe
+    scenarios then run and are expected to fail: what that kernel does)."""
     if flavour not in ("stock", "patched"):
         raise LabError(f"unknown kernel flavour {flavour!r}")
     image = build_kernel(flavour, debug)
     bindir = build_tests()
     name = flavour + ("-debug" if debug else "")
     passed = failed = 0
-    for i, (memory, tests) in enumerate(_groups(debug)):
+    if plain:
+        name += "-plain"
+    for i, (memory, tests) in enumerate(_groups(debug, _selection(plain))):
         initrd = build_initramfs(bindir, tests)
         limit = timeout
         if limit is None:
@@ -268,6 +286,7 @@ def run(flavour="patched", debug=False, timeout=None):
 
 
 def command(args):
-    passed, failed = run(args.kernel, debug=args.debug, timeout=args.timeout)
+    passed, failed = run(args.kernel, debug=args.debug, timeout=args.timeout,
+                         plain=args.plain)
     print(f"{passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
