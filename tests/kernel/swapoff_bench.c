@@ -14,10 +14,15 @@
  * swap entry.  Then swapoff of the first area in /proc/swaps is timed and
  * the area is turned on again.  One line per run:
  *
- *   swapoff-bench: idle=N run=I ms=T walked=W skipped=S ok=1
+ *   swapoff-bench: idle=N run=I ms=T walked=W skipped=S ptkb_idle=P
+ *                  ptkb_swapped=Q ok=1
  *
  * walked/skipped come from /proc/vmstat (-1 when the kernel lacks them);
- * ok=1 means every page of the swapped process was intact afterwards.
+ * ptkb_idle and ptkb_swapped are the page tables (VmPTE, kB) of all idle
+ * processes together and of the swapped process, read just before
+ * swapoff: what a walk of their address spaces has to look through, in
+ * units that do not depend on the machine; ok=1 means every page of the
+ * swapped process was intact afterwards.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -85,6 +90,24 @@ static long vmstat(const char *key)
 	return -1;
 }
 
+/* A process's page tables in kB (VmPTE of /proc/PID/status), or -1. */
+static long vmpte_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPTE: %ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
 static size_t swapped_pages(char *buf, size_t npages)
 {
 	uint64_t e;
@@ -123,6 +146,7 @@ static void swapped_main(size_t npages, int cmd, int ack)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED)
 		_exit(1);
+	madvise(buf, npages * pagesize, MADV_NOHUGEPAGE);
 	for (i = 0; i < npages; i++)
 		for (j = 0; j < words; j++)
 			buf[i * words + j] = word(i, j);
@@ -207,6 +231,12 @@ static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		die("mmap");
+	/*
+	 * Base pages: the walk looks at every PTE of them.  A PMD-mapped THP
+	 * is passed over with one check per 2 MiB (and the kernel turns THP
+	 * on only for guests of 512 MiB or more).
+	 */
+	madvise(mem, npages * pagesize, MADV_NOHUGEPAGE);
 	memset(mem, 0x5a, npages * pagesize);
 	if (pipe(scmd) || pipe(sack) || pipe(iack))
 		die("pipe");
@@ -227,7 +257,7 @@ static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 	}
 
 	for (r = 1; r <= runs; r++) {
-		long w0, s0, w1, s1;
+		long w0, s0, w1, s1, pt_idle = 0, pt_swapped;
 		double t0, t1;
 		char c;
 		int flags = prio >= 0 ? SWAP_FLAG_PREFER | prio : 0;
@@ -239,6 +269,9 @@ static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 		for (i = 0; i < nidle; i++)
 			if (read(iack[0], &c, 1) != 1 || c != '0')
 				bad++;
+		for (i = 0; i < nidle; i++)
+			pt_idle += vmpte_kb(idle[i]);
+		pt_swapped = vmpte_kb(swapped);
 		w0 = vmstat("swapoff_mm_walk");
 		s0 = vmstat("swapoff_mm_skip");
 		t0 = now_ms();
@@ -250,9 +283,10 @@ static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 		if (swapon(dev, flags))
 			die("swapon");
 		c = ask(scmd[1], sack[0], 'v');
-		printf("swapoff-bench: idle=%d run=%d ms=%.1f walked=%ld skipped=%ld ok=%d\n",
+		printf("swapoff-bench: idle=%d run=%d ms=%.1f walked=%ld skipped=%ld ptkb_idle=%ld ptkb_swapped=%ld ok=%d\n",
 		       nidle, r, t1 - t0, w0 < 0 ? -1 : w1 - w0,
-		       s0 < 0 ? -1 : s1 - s0, c == '0' && !bad);
+		       s0 < 0 ? -1 : s1 - s0, pt_idle, pt_swapped,
+		       c == '0' && !bad);
 		fflush(stdout);
 	}
 	for (i = 0; i < nidle; i++)

@@ -30,6 +30,10 @@ from .qemuboot import Console
 BENCH_SRC = os.path.join(ROOT, "tests", "kernel", "swapoff_bench.c")
 BENCH_MEMORY_MB = 512
 BENCH_IDLE = [0, 100, 1000]
+# 10,000 idle mms take about 1 GiB (page tables, kernel stacks, task and mm
+# structures): a guest of their own, without the selftest afterwards.
+BENCH_LARGE_IDLE = [10000]
+BENCH_LARGE_MEMORY_MB = 2048
 BENCH_RUNS = 5
 BENCH_MAPPED_MB = 32        # touched memory every idle process maps (COW-shared)
 BENCH_SWAPPED_MB = 16       # paged out by the one process that has swap entries
@@ -39,12 +43,16 @@ MIGRATE_FIT_RE = re.compile(r"migrate-bench: mode=(\w+) mb=(\d+) run=(\d+) ms=([
 MIGRATE_CASE_RE = re.compile(r"migrate-bench: case=(\w+) run=(\d+) mode=(\w+) ret=(-?\d+) "
                              r"moved=(\d+) of=(\d+) oom=(\d+) intact=(\d)")
 BENCH_RE = re.compile(r"swapoff-bench: idle=(\d+) run=(\d+) ms=([\d.]+) "
-                      r"walked=(-?\d+) skipped=(-?\d+) ok=(\d)")
+                      r"walked=(-?\d+) skipped=(-?\d+) ptkb_idle=(-?\d+) "
+                      r"ptkb_swapped=(-?\d+) ok=(\d)")
+# A page-table page of 4 KiB holds 512 entries: entries per kB of VmPTE.
+PT_ENTRIES_PER_KB = 1024 // 8
 
 
 def _records(out, line):
     """The benchmarks' lines and swapoff_test's OOM kill counts, into
-    out.records: bench (idle, run, ms, walked, skipped, ok), migrate_fit
+    out.records: bench (idle, run, ms, walked, skipped, page-table kB of the
+    idle processes, of the swapped one, ok), migrate_fit
     (mode, MiB, run, ms, ok), migrate_case (case, run, mode, ret, moved, of,
     oom, intact), oom_kills (one per fail-safe scenario)."""
     m = MIGRATE_FIT_RE.search(line)
@@ -61,7 +69,8 @@ def _records(out, line):
     m = BENCH_RE.search(line)
     if m:
         out.records["bench"].append((int(m.group(1)), int(m.group(2)), float(m.group(3)),
-                                     int(m.group(4)), int(m.group(5)), m.group(6) == "1"))
+                                     int(m.group(4)), int(m.group(5)), int(m.group(6)),
+                                     int(m.group(7)), m.group(8) == "1"))
         return True
     m = re.search(r"oom_kill ([+-]\d+)", line)
     if m:
@@ -95,46 +104,65 @@ def _subtests(out):
     return f"{ok} / {skip} / {len(out.subresults) - ok - skip}"
 
 
-def bench_swapoff(runs=BENCH_RUNS, idle=None, timeout=1800):
-    """swapoff wall time vs idle mms, stock and patched in the same guest shape."""
-    idle = idle or BENCH_IDLE
-    images = {f: ks.build_kernel(f, False) for f in ("stock", "patched")}
-    # swapoff_test skips its fail-safe scenarios on a kernel without the
-    # feature; -p runs them there too, for the stock kernel's OOM kills.
-    initrd = ks.build_initramfs(build_tests(), [ks.Test("swapoff_test", None, "-p", 600, None)])
+def _boot_swapoff(images, initrd, memory_mb, runs, idle, timeout, suffix=""):
+    """Both kernels through swapoff_bench in one guest shape: {flavour: Outcome}."""
     append = (f"unsteal.mode=bench unsteal.runs={runs} unsteal.mapped={BENCH_MAPPED_MB} "
               f"unsteal.swapped={BENCH_SWAPPED_MB} "
               f"unsteal.idle={','.join(str(n) for n in idle)}")
     outs = {}
     for f, image in images.items():
-        outs[f] = ks.boot(image, initrd, BENCH_MEMORY_MB, append, timeout,
-                          f"kselftest-bench-{f}.log", CONSOLE)
+        log = f"kselftest-bench-{f}{suffix}.log"
+        outs[f] = ks.boot(image, initrd, memory_mb, append, timeout, log, CONSOLE)
         if not outs[f].done:
-            raise LabError(f"the {f} guest did not finish the benchmark; see "
-                           f"_build/logs/kselftest-bench-{f}.log")
-    rows = []
-    for n in idle:
-        cell = {}
-        for f in images:
-            samples = [b for b in outs[f].records["bench"] if b[0] == n]
-            if len(samples) != runs or not all(b[5] for b in samples):
-                raise LabError(f"{f}: benchmark with {n} idle mms: {len(samples)} of {runs} "
-                               f"runs reported, data intact in all: "
-                               f"{all(b[5] for b in samples)}")
-            cell[f] = (_median([b[2] for b in samples]), _median([b[3] for b in samples]),
-                       _median([b[4] for b in samples]))
-        rows.append((n, cell))
+            raise LabError(f"the {f} guest did not finish the benchmark; see _build/logs/{log}")
+    return outs
+
+
+def _swapoff_cell(out, f, n, runs):
+    """Medians for N idle mms: ms, walked, skipped, page-table entries of the
+    mms walked (the stock kernel walks every mm on the list: it has no skip)."""
+    samples = [b for b in out.records["bench"] if b[0] == n]
+    if len(samples) != runs or not all(b[7] for b in samples):
+        raise LabError(f"{f}: benchmark with {n} idle mms: {len(samples)} of {runs} "
+                       f"runs reported, data intact in all: {all(b[7] for b in samples)}")
+    walked = _median([b[3] for b in samples])
+    pt_kb = [b[6] + (b[5] if b[3] < 0 or b[3] > 1 else 0) for b in samples]
+    return (_median([b[2] for b in samples]), walked, _median([b[4] for b in samples]),
+            _median(pt_kb) * PT_ENTRIES_PER_KB)
+
+
+def bench_swapoff(runs=BENCH_RUNS, idle=None, large=None, timeout=3600):
+    """swapoff wall time vs idle mms, stock and patched in the same guest shape;
+    the large counts in a bigger guest of their own."""
+    idle = idle or BENCH_IDLE
+    large = BENCH_LARGE_IDLE if large is None else large
+    images = {f: ks.build_kernel(f, False) for f in ("stock", "patched")}
+    bindir = build_tests()
+    # swapoff_test skips its fail-safe scenarios on a kernel without the
+    # feature; -p runs them there too, for the stock kernel's OOM kills.
+    initrd = ks.build_initramfs(bindir, [ks.Test("swapoff_test", None, "-p", 600, None)])
+    outs = _boot_swapoff(images, initrd, BENCH_MEMORY_MB, runs, idle, timeout)
+    shapes = [(n, outs, BENCH_MEMORY_MB) for n in idle]
+    if large:
+        initrd = ks.build_initramfs(bindir, [])
+        louts = _boot_swapoff(images, initrd, BENCH_LARGE_MEMORY_MB, runs, large, timeout,
+                              f"-{BENCH_LARGE_MEMORY_MB}M")
+        shapes += [(n, louts, BENCH_LARGE_MEMORY_MB) for n in large]
     lines = [
-        f"| idle mms ({BENCH_MAPPED_MB} MiB mapped each) | stock ms (median of {runs}) "
-        f"| patched ms (median of {runs}) "
-        f"| stock / patched | mms walked stock / patched | mms skipped patched |",
-        "|---:|---:|---:|---:|---:|---:|",
+        f"| idle mms ({BENCH_MAPPED_MB} MiB mapped each) | guest MiB | stock ms "
+        f"(median of {runs}) | patched ms (median of {runs}) | stock / patched "
+        f"| mms walked stock / patched | mms skipped patched "
+        f"| page-table entries walked, stock / patched | TCG ns per entry saved |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for n, c in rows:
-        s, p = c["stock"], c["patched"]
+    for n, o, memory in shapes:
+        s, p = (_swapoff_cell(o[f], f, n, runs) for f in ("stock", "patched"))
         walked_s = "all" if s[1] < 0 else f"{s[1]:.0f}"
-        lines.append(f"| {n} | {s[0]:.1f} | {p[0]:.1f} | {s[0] / p[0]:.2f} | "
-                     f"{walked_s} / {p[1]:.0f} | {p[2]:.0f} |")
+        saved = s[3] - p[3]
+        per_entry = f"{(s[0] - p[0]) * 1e6 / saved:.1f}" if n and saved > 0 else "-"
+        lines.append(f"| {n} | {memory} | {s[0]:.1f} | {p[0]:.1f} | {s[0] / p[0]:.2f} | "
+                     f"{walked_s} / {p[1]:.0f} | {p[2]:.0f} | {s[3]:,.0f} / {p[3]:,.0f} | "
+                     f"{per_entry} |")
     lines.append("")
     lines.append("| fail-safe scenarios (swapoff_test, same guest) | stock | patched |")
     lines.append("|---|---:|---:|")
