@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Paths, logging and process helpers shared by every lab subcommand."""
 
+import fcntl
 import hashlib
 import os
 import re
@@ -101,6 +102,20 @@ def require_root(what):
 def mkdirs(*paths):
     for p in paths:
         os.makedirs(p, exist_ok=True)
+
+
+def dir_lock(directory, what):
+    """Hold DIRECTORY/lock exclusively until the returned file is closed
+    (it is a context manager).  Raises LabError at once when another
+    process holds it: WHAT names the command that uses the directory."""
+    mkdirs(directory)
+    lock = open(os.path.join(directory, "lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise LabError(f"another {what} is using {directory}; wait for it to finish")
+    return lock
 
 
 def watch(cmd, log, label, every=60):

@@ -234,9 +234,10 @@ def bench_migrate(runs=BENCH_RUNS, mb=MIGRATE_BENCH_MB, timeout=1800):
 
 
 def command(args):
-    if args.bench == "migrate":
-        return bench_migrate(runs=args.runs)
-    return bench_swapoff(runs=args.runs)
+    with ks.lock():
+        if args.bench == "migrate":
+            return bench_migrate(runs=args.runs)
+        return bench_swapoff(runs=args.runs)
 
 
 def _publish(name, lines):

@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 
-from ..common import LabError, ROOT, BUILD, mkdirs, step
+from ..common import LabError, ROOT, BUILD, dir_lock, mkdirs, step
 from ..common import run as sh
 from ..build import kernel
 from ..stack import stack, stacks
@@ -266,6 +266,18 @@ def run(flavour="patched", debug=False, timeout=None, plain=False):
     scenarios then run and are expected to fail: what that kernel does)."""
     if flavour not in ("stock", "patched"):
         raise LabError(f"unknown kernel flavour {flavour!r}")
+    with lock():
+        return _run(flavour, debug, timeout, plain)
+
+
+# What a run shares with any other: the test binaries, the initramfs and the
+# swap disk in KS.  A second run at the same time would overwrite them under
+# the first one's guest.
+def lock():
+    return dir_lock(KS, "tools/lab kselftest run")
+
+
+def _run(flavour, debug, timeout, plain):
     image = build_kernel(flavour, debug)
     bindir = build_tests()
     name = flavour + ("-debug" if debug else "")

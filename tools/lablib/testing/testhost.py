@@ -16,12 +16,11 @@ result-VARIANT.json in the release's directory.  tools/lab test builds the
 Debian 13 image with test_build() and boots each row with test_row().
 """
 
-import fcntl
 import json
 import os
 import re
 
-from ..common import LabError, ROOT, mkdirs, run, step
+from ..common import LabError, ROOT, dir_lock, mkdirs, run, step
 from .qemuboot import Console, parse
 from .qemuboot import boot as boot_qemu
 from . import testhostrelease
@@ -204,13 +203,7 @@ def verdict(variant, out, rel=DEFAULT):
 
 
 def host_lock():
-    mkdirs(TH)
-    lock = open(os.path.join(TH, "lock"), "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise LabError(f"another tools/lab testhost runs on {TH}; wait for it to finish")
-    return lock
+    return dir_lock(TH, "tools/lab testhost")
 
 
 def test_build():
