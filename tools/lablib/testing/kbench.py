@@ -104,18 +104,26 @@ def _subtests(out):
     return f"{ok} / {skip} / {len(out.subresults) - ok - skip}"
 
 
+def _boot_each(images, initrd, memory_mb, append, timeout, log):
+    """Each kernel of IMAGES booted in turn with the same initramfs, guest
+    shape and command line: {flavour: Outcome}.  LOG is the console log's
+    name with {f} for the flavour."""
+    outs = {}
+    for f, image in images.items():
+        name = log.format(f=f)
+        outs[f] = ks.boot(image, initrd, memory_mb, append, timeout, name, CONSOLE)
+        if not outs[f].done:
+            raise LabError(f"the {f} guest did not finish the benchmark; see _build/logs/{name}")
+    return outs
+
+
 def _boot_swapoff(images, initrd, memory_mb, runs, idle, timeout, suffix=""):
     """Both kernels through swapoff_bench in one guest shape: {flavour: Outcome}."""
     append = (f"unsteal.mode=bench unsteal.runs={runs} unsteal.mapped={BENCH_MAPPED_MB} "
               f"unsteal.swapped={BENCH_SWAPPED_MB} "
               f"unsteal.idle={','.join(str(n) for n in idle)}")
-    outs = {}
-    for f, image in images.items():
-        log = f"kselftest-bench-{f}{suffix}.log"
-        outs[f] = ks.boot(image, initrd, memory_mb, append, timeout, log, CONSOLE)
-        if not outs[f].done:
-            raise LabError(f"the {f} guest did not finish the benchmark; see _build/logs/{log}")
-    return outs
+    return _boot_each(images, initrd, memory_mb, append, timeout,
+                      "kselftest-bench-{f}" + suffix + ".log")
 
 
 def _swapoff_cell(out, f, n, runs):
@@ -194,13 +202,8 @@ def bench_migrate(runs=BENCH_RUNS, mb=MIGRATE_BENCH_MB, timeout=1800):
     images = {f: ks.build_kernel(f, False) for f in ("stock", "patched")}
     initrd = ks.build_initramfs(ks.build_tests(), [])
     append = f"unsteal.mode=bench-migrate unsteal.runs={runs} unsteal.mb={mb}"
-    outs = {}
-    for f, image in images.items():
-        outs[f] = ks.boot(image, initrd, ks.MIGRATE_MEMORY_MB, append, timeout,
-                          f"kselftest-bench-migrate-{f}.log", CONSOLE)
-        if not outs[f].done:
-            raise LabError(f"the {f} guest did not finish the benchmark; see "
-                           f"_build/logs/kselftest-bench-migrate-{f}.log")
+    outs = _boot_each(images, initrd, ks.MIGRATE_MEMORY_MB, append, timeout,
+                      "kselftest-bench-migrate-{f}.log")
     lines = [f"| move {mb} MiB node 0 -> 1 with move_pages(2), it fits | runs ok "
              f"| median ms (of {runs}) | min ms | max ms |",
              "|---|---:|---:|---:|---:|"]
