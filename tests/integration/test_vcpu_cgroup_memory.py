@@ -44,10 +44,7 @@ class MemoryGroup:
         pid = guest.qemu_pid(name)
         if vcpucg.V2:
             self.path = vcpucg.domain_group(name)
-            # where libvirt writes the limits: a machine's scope has them in
-            # its nested 'libvirt' group
-            self.limit_path = (labtest.domain_sub(self.path, "memory") if vcpucg.MACHINED
-                               else self.path)
+            self.limit_path = vcpucg.limits_group(self.path)
         else:
             self.path = labtest.thread_cgroup(pid, pid, "memory")
             self.limit_path = self.path

@@ -40,12 +40,6 @@ def read(path, name):
     return labtest.cgroup_value("memory", path, name)
 
 
-def limits(dom):
-    """Where libvirt writes the domain's own limits: its nested 'libvirt'
-    group in a machine's scope, else the domain's group."""
-    return labtest.domain_sub(dom, "memory") if vcpucg.MACHINED else dom
-
-
 def vcpu_shares(names, seconds=6):
     """CPU time per vCPU thread over a window, as a fraction of a CPU."""
     tids = {(n, i): (guest.qemu_pid(n), tid) for n in names
@@ -109,9 +103,9 @@ def check_limits(t):
                      check=False, capture=True)
     t.ok(p.returncode == 0, "memtune --hard-limit on a shared domain", p.stderr)
     dom = vcpucg.domain_group(a)
-    t.eq(read(limits(dom), "memory.max"), str(limit_kib * 1024),
+    t.eq(read(vcpucg.limits_group(dom), "memory.max"), str(limit_kib * 1024),
          "the limit is in the domain's own group below the shared partition")
-    t.eq(read(limits(vcpucg.domain_group(b)), "memory.max"), "max",
+    t.eq(read(vcpucg.limits_group(vcpucg.domain_group(b)), "memory.max"), "max",
          "and not in the other domain's")
     t.ok(int(read(dom, "memory.current")) > 8 * MiB, "the domain's group holds its memory",
          read(dom, "memory.current"))

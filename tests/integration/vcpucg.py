@@ -28,6 +28,12 @@ DOMAINS = SHARED + "/" + SHARED_SLICE if MACHINED else SHARED
 DEFAULT_SHARES = "100" if V2 else "1024"
 
 
+def limits_group(dom):
+    """Where libvirt writes a domain's own memory limits on cgroup v2: the
+    nested 'libvirt' group of a machine's scope (machined), else DOM."""
+    return labtest.domain_sub(dom, "memory") if MACHINED else dom
+
+
 def domain_group(name):
     """The domain's own group in the cpu hierarchy (NAME or qemu-ID-NAME).
 
