@@ -30,6 +30,14 @@ except LabError as e:
     ok("nope" in str(e) and "cap-binds" in str(e), "an unknown action is refused, "
        "with the known ones", str(e))
 
+for bad in ({"windows": 0}, {"reps": 0}, {"seconds": 0}):
+    try:
+        benchmixed.run_bench(**bad)
+        ok(False, f"{bad} is refused")
+    except LabError as e:
+        ok("--windows must be at least 1" in str(e), f"{bad} is refused before anything runs",
+           str(e))
+
 # 2. The rule: a cap changes nothing unless it binds; shares S give S / (4 D + S)
 ok(abs(benchmixed.expected("vcpu_quota=50000 (cap, does not bind)", 0.67, 1024, 2) - 0.67)
    < 1e-9, "a cap that does not bind: what noisy had before")
@@ -55,5 +63,38 @@ ok("1.01 (1.00-1.02) → 1.08 (1.06-1.22) |" in md and "→ 1.10 (1.09-1.41) |" 
    "the default guests' spreads in both modes", md)
 ok(md.rstrip().endswith("Reproduce: `tools/lab bench mixed --action cap-binds`"),
    "the command that reproduces it", md[-80:])
+
+ok("Where noisy's two vCPUs ran" not in md,
+   "a run that did not record placements has no placement table", md)
+
+# 4. Where noisy's vCPUs ran: the fraction of samples with two of them on one CPU
+a, b, c = ("n", 0), ("n", 1), ("s", 0)
+ok(benchmixed._shared([{a: 0, b: 1, c: 0}, {a: 1, b: 1, c: 0}, {a: 0, b: 0, c: 1},
+                       {a: 1, b: 0, c: 1}], [a, b]) == 0.5,
+   "two of four placements with noisy's vCPUs on one CPU: 0.5 (the default guest aside)")
+ok(benchmixed._shared([], [a, b]) == 0.0, "no placement sampled: 0")
+together, apart = benchmixed._split_windows([[1.40, 0.60], [1.01, 0.0], [1.30, 0.25],
+                                             [1.02, 0.24]])
+ok(together == [1.40, 1.30] and apart == [1.01, 1.02],
+   f"windows split at {benchmixed.TOGETHER} of the window together", (together, apart))
+
+placed = dict(row, noisy_shared_before=[0.0, 0.0, 0.1], noisy_shared_after=[0.0, 0.4, 0.0],
+              windows_after=[[1.01, 0.0], [1.74, 1.0], [1.03, 0.0], [1.44, 0.6]],
+              balancer_after=[{"noisy": {"load_avg": 1023, "util_avg": 330},
+                               "small": {"load_avg": 1023, "util_avg": 420}}])
+placed_stock = dict(stock, noisy_shared_before=[0.0, 0.0, 0.0],
+                    noisy_shared_after=[0.0, 0.0, 0.0], windows_after=[[1.04, 0.0]])
+md = benchmixed.markdown(dict(results, modes={"per-domain": [placed_stock],
+                                              "per-host": [placed]}))
+ok("| `vcpu_quota=20000 (cap, binds)` | per-host | 0.00 (0.00-0.10) → 0.00 (0.00-0.40) | "
+   "2: 1.59 (1.44-1.74) | 2: 1.02 (1.01-1.03) |" in md,
+   "per-host: vCPUs together before and after; the spreads of the windows together and "
+   "apart", md)
+ok("| `vcpu_quota=20000 (cap, binds)` | per-domain | 0.00 (0.00-0.00) → 0.00 (0.00-0.00) | "
+   "0 | 1: 1.04 (1.04-1.04) |" in md, "stock: no window together", md)
+ok("| `vcpu_quota=20000 (cap, binds)` | per-host | 1023, 330 | 1023, 420 |" in md
+   and "| per-domain | 1023" not in md, "the balancer's view, only for the mode that recorded it", md)
+ok(md.rstrip().endswith("Reproduce: `tools/lab bench mixed --action cap-binds`"),
+   "the command still ends it", md[-80:])
 
 sys.exit(tap.end())

@@ -13,6 +13,8 @@ def command(args):
     if args.replot and ("wakers" in what or "mixed" in what
                         or "tuned" in what or "exporter" in what):
         raise LabError(f"bench {args.what} has no plots to redraw")
+    if getattr(args, "windows", None) is not None and what != ["mixed"]:
+        raise LabError("--windows is for bench mixed only")
     if args.replot:
         for w in what:
             replot(w, args.out)
@@ -37,8 +39,8 @@ def command(args):
             benchguests.run_wakers(outdir=args.out, command=argv, **kw)
         elif w == "mixed":
             from . import benchmixed
-            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
-                  if v is not None}
+            kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds),
+                                    ("windows", args.windows)) if v is not None}
             benchmixed.run_bench(outdir=args.out, command=argv, only=args.action, **kw)
         elif w == "tuned":
             from . import benchtuned

@@ -44,6 +44,45 @@ def cpu_cgroup(pid, tid):
     return v2
 
 
+def cpu_of(pid, tid):
+    """The CPU the thread last ran on (field 39 of /proc/PID/task/TID/stat)."""
+    with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+        stat = fh.read()
+    # (the fields after the command name, which may hold spaces, start at 3)
+    return int(stat[stat.rindex(")") + 2:].split()[36])
+
+
+def pelt(pid, tid):
+    """The thread's load and utilisation as the scheduler's load balancer
+    sees them (se.avg.load_avg, se.avg.util_avg of /proc/PID/task/TID/sched,
+    0-1024), or None where the kernel does not show them."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/task/{tid}/sched") as fh:
+            for line in fh:
+                key = line.split(":")[0].strip()
+                if key in ("se.avg.load_avg", "se.avg.util_avg"):
+                    out[key[7:]] = int(line.split()[-1])
+    except OSError:
+        return None
+    return out if len(out) == 2 else None
+
+
+def sample_placed(threads, seconds, interval=0.1):
+    """As sample(), and where the threads ran meanwhile: a list of
+    {key: CPU}, one every `interval` seconds."""
+    t0 = time.monotonic()
+    before = {k: schedstat(*v) for k, v in threads.items()}
+    placements = []
+    while time.monotonic() - t0 < seconds - interval / 2:
+        time.sleep(interval)
+        placements.append({k: cpu_of(*v) for k, v in threads.items()})
+    after = {k: schedstat(*v) for k, v in threads.items()}
+    wall = (time.monotonic() - t0) * 1e9
+    return ({k: ((after[k][0] - before[k][0]) / wall, (after[k][1] - before[k][1]) / wall)
+             for k in threads}, placements)
+
+
 def sample(threads, seconds):
     """threads: {key: (pid, tid)} -> {key: (share, steal)} over `seconds`."""
     t0 = time.monotonic()
