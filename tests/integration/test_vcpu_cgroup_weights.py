@@ -73,26 +73,22 @@ def threads(names):
 
 
 def measure_shares(names, noisy):
-    """{name: median fraction of the guests' CPU time}, the median ratio
-    max/min of the small guests' per-vCPU CPU time, and the median
-    fraction of the time noisy's two vCPUs sat on one CPU."""
+    """{name: median fraction of the guests' CPU time}, and the median
+    ratio max/min of the small guests' per-vCPU CPU time."""
     fractions = {n: [] for n in names}
-    spreads, together = [], []
+    spreads = []
     th = threads(names)
-    mine = [k for k in th if k[0] == noisy]
     time.sleep(SETTLE)
     for _ in range(WINDOWS):
-        s, placements = measure.sample_placed(th, SECONDS)
+        s = measure.sample(th, SECONDS)
         per = {n: sum(v[0] for k, v in s.items() if k[0] == n) for n in names}
         total = sum(per.values())
         for n in names:
             fractions[n].append(per[n] / total)
         small = [per[n] for n in names if n != noisy]
         spreads.append(max(small) / min(small))
-        together.append(sum(1 for p in placements if p[mine[0]] == p[mine[1]]) /
-                        max(1, len(placements)))
     return ({n: statistics.median(v) for n, v in fractions.items()},
-            statistics.median(spreads), statistics.median(together))
+            statistics.median(spreads))
 
 
 def start_noisy(cputune=None):
@@ -118,7 +114,7 @@ def main(t):
     noisy = start_noisy()
     names = small + [noisy]
 
-    base, spread, _ = measure_shares(names, noisy)
+    base, spread = measure_shares(names, noisy)
     t.ok(abs(base[noisy] - 2 / 6) <= 2 / 6 * 0.12,
          f"defaults: noisy gets 2/6 of the CPU time ({base[noisy]:.3f})")
     t.ok(spread <= EQUAL, f"defaults: the small guests get equal CPU time ({spread:.2f})")
@@ -140,11 +136,10 @@ def main(t):
     for what, settings, cputune, want, check in cases:
         noisy = apply(noisy, settings, cputune)
         names = small + [noisy]
-        got, spread, together = measure_shares(names, noisy)
+        got, spread = measure_shares(names, noisy)
         frac = got[noisy]
         print(f"# {what}: noisy {frac:.3f} of the guests' CPU time, small guests "
-              f"max/min {spread:.2f}, noisy's vCPUs on one CPU {together:.2f} of the time",
-              flush=True)
+              f"max/min {spread:.2f}", flush=True)
         if check != "capped":
             # (No fairness claim under a binding cap: the load balancer
             # can leave both of noisy's capped vCPUs on one CPU for
