@@ -14,9 +14,10 @@ mode.
 CPU time is the run time of noisy's vCPU threads from schedstat, in host
 CPUs (a fraction of the guests' vCPU time times the host's CPUs), the
 median of the windows (3 back to back by default, --windows); every
-repetition applies the action and the defaults again.  On cgroup v1 actions are applied live (schedinfo --live);
-on v2, where placement is chosen at start, noisy is started again with the
-values in its definition.
+repetition applies the action and the defaults again.  On cgroup v1
+actions are applied live (schedinfo --live); on v2, where placement is
+chosen at start, noisy is started again with the values in its
+definition.
 """
 
 import os
@@ -105,6 +106,7 @@ def _measure(names, noisy, seconds, windows):
     th = _threads(names)
     ncpu = os.cpu_count()
     time.sleep(SETTLE)
+    mine = [k for k in th if k[0] == noisy]
     got, spread, shared = [], [], []
     for _ in range(windows):
         s, placements = measure.sample_placed(th, seconds)
@@ -114,7 +116,7 @@ def _measure(names, noisy, seconds, windows):
         # without bound)
         small = [v[0] for k, v in s.items() if k[0] != noisy]
         spread.append(max(small) / min(small) if min(small) > 0 else float("inf"))
-        shared.append(_shared(placements, [k for k in th if k[0] == noisy]))
+        shared.append(_shared(placements, mine))
     return {"cpus": statistics.median(got), "spread": statistics.median(spread),
             "shared": statistics.median(shared),
             "windows": [list(w) for w in zip(spread, shared)],

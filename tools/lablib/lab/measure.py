@@ -77,10 +77,16 @@ def sample_placed(threads, seconds, interval=0.1):
     while time.monotonic() - t0 < seconds - interval / 2:
         time.sleep(interval)
         placements.append({k: cpu_of(*v) for k, v in threads.items()})
+    return _since(threads, before, t0), placements
+
+
+def _since(threads, before, t0):
+    """{key: (share, steal)} from the schedstat readings 'before', taken at
+    monotonic time t0, to now."""
     after = {k: schedstat(*v) for k, v in threads.items()}
     wall = (time.monotonic() - t0) * 1e9
-    return ({k: ((after[k][0] - before[k][0]) / wall, (after[k][1] - before[k][1]) / wall)
-             for k in threads}, placements)
+    return {k: ((after[k][0] - before[k][0]) / wall, (after[k][1] - before[k][1]) / wall)
+            for k in threads}
 
 
 def sample(threads, seconds):
@@ -88,10 +94,7 @@ def sample(threads, seconds):
     t0 = time.monotonic()
     before = {k: schedstat(*v) for k, v in threads.items()}
     time.sleep(seconds)
-    after = {k: schedstat(*v) for k, v in threads.items()}
-    wall = (time.monotonic() - t0) * 1e9
-    return {k: ((after[k][0] - before[k][0]) / wall, (after[k][1] - before[k][1]) / wall)
-            for k in threads}
+    return _since(threads, before, t0)
 
 
 def jain(xs):
