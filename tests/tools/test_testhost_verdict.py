@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -23,7 +24,7 @@ import tap  # noqa: E402
 WORK = tap.setup("unsteal-testhost-verdict-test-")
 ok = tap.ok
 
-from lablib import common  # noqa: E402
+from lablib import common, config  # noqa: E402
 from lablib.testing import qemuboot, testhost, testhostrelease  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
@@ -141,5 +142,81 @@ try:
 except LabError as e:
     ok("no_such_test" in str(e) and "matrix" in str(e) and not calls,
        "an unknown test name is refused before any boot", e)
+
+# tools/lab test: the rows booted two at a time (test_rows), each counted
+# by row_verdict() as its own stage.
+ok(sorted(testhost.LONGEST_FIRST) == sorted(testhost.VARIANTS),
+   "tools/lab test starts every row of the matrix, each once", testhost.LONGEST_FIRST)
+spans, shown = {}, []
+DIED = [UP, "# test: lab_guest (started at 4.35 s)",
+        "int3: 0000 [#1] PREEMPT SMP", "Oops: int3: 0000 [#1] PREEMPT SMP"]
+
+
+def timed_boot(variant, timeout, tests, kernel, kernel_path, show):
+    start = time.monotonic()
+    if variant == "v1-systemd":
+        raise LabError("the image is missing")
+    died = variant == "v2-systemd" and variant not in spans
+    lines = DIED if died else [UP, "# test: lab_guest (started at 4.35 s)",
+                               "# not ok 2 - busy vCPUs run" if variant == "v2-nosystemd"
+                               else "# ok 2 - busy vCPUs run", "ok 1 - lab_guest",
+                               "unsteal-testhost: done"]
+    o = qemuboot.Outcome()
+    for i, line in enumerate(lines):
+        if show:
+            show(line)
+        testhost._parse(o, line, float(i))
+    time.sleep(0.3)
+    o.total = 0.3
+    spans.setdefault(variant, []).append((start, time.monotonic()))
+    return o
+
+
+def overlapping():
+    ends = sorted(s for v in spans.values() for s in v)
+    return sum(1 for a, b in zip(ends, ends[1:]) if b[0] < a[1])
+
+
+testhost.boot = timed_boot
+testhost.built_kernel_image = lambda: "/fake/bzImage-patched"
+testhost.step = shown.append
+config.load({k: v for k, v in os.environ.items() if k != "UNSTEAL_TESTHOST_LANES"})
+with contextlib.redirect_stdout(sys.stderr):
+    done = testhost.test_rows(testhost.LONGEST_FIRST)
+ok(testhost.lanes() == min(2, os.cpu_count())
+   and (overlapping() >= 1) == (os.cpu_count() >= 2),
+   "by default two rows boot at once (one on a 1-CPU host)", spans)
+ok(set(done) == set(testhost.VARIANTS) and isinstance(done["v1-systemd"], LabError),
+   "every row has its outcome, a row that could not boot its error", done)
+with contextlib.redirect_stdout(sys.stderr):
+    res = testhost.row_verdict("v2-systemd", done["v2-systemd"])
+ok(len(spans["v2-systemd"]) == 2 and res == (1, 0),
+   "a row whose guest kernel died is booted once more and the second boot counts",
+   (spans["v2-systemd"], res))
+with contextlib.redirect_stdout(sys.stderr):
+    res = testhost.row_verdict("v2-nosystemd", done["v2-nosystemd"])
+ok(res == (1, 0) and "testhost: v2-nosystemd: # not ok 2 - busy vCPUs run" in shown
+   and "testhost: v2-machined: ok 1 - lab_guest" in shown
+   and not any("unsteal-testhost: done" in s for s in shown),
+   "rows side by side show their programs and failed assertions, named by row", shown)
+try:
+    testhost.row_verdict("v1-systemd", done["v1-systemd"])
+    ok(False, "a row that could not boot fails its stage")
+except LabError as e:
+    ok("image is missing" in str(e), "a row that could not boot fails its stage", e)
+
+spans.clear()
+config.load(dict(os.environ, UNSTEAL_TESTHOST_LANES="1"))
+with contextlib.redirect_stdout(sys.stderr):
+    testhost.test_rows(testhost.LONGEST_FIRST)
+ok(overlapping() == 0 and len(spans) == len(testhost.VARIANTS) - 1,
+   "UNSTEAL_TESTHOST_LANES=1 boots one row after another", spans)
+for bad in ("0", "two", "-1"):
+    config.load(dict(os.environ, UNSTEAL_TESTHOST_LANES=bad))
+    try:
+        testhost.test_rows(testhost.LONGEST_FIRST)
+        ok(False, f"UNSTEAL_TESTHOST_LANES={bad} is refused")
+    except LabError as e:
+        ok("UNSTEAL_TESTHOST_LANES" in str(e), f"UNSTEAL_TESTHOST_LANES={bad} is refused", e)
 
 sys.exit(tap.end())

@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 from . import config
@@ -30,10 +31,15 @@ _t0 = time.monotonic()
 PROGRESS = sys.stdout
 
 
+# Threads that report side by side (test host rows) write whole lines.
+_progress_lock = threading.Lock()
+
+
 def step(msg):
     """One line of progress per step, with elapsed time since the command started."""
     el = time.monotonic() - _t0
-    print(f"lab [{int(el) // 60:02d}:{int(el) % 60:02d}] {msg}", file=PROGRESS, flush=True)
+    with _progress_lock:
+        print(f"lab [{int(el) // 60:02d}:{int(el) % 60:02d}] {msg}", file=PROGRESS, flush=True)
 
 
 def warn(msg):

@@ -19,6 +19,9 @@ the test host's runner set (docs/lab.md):
                           stack's build (the test host sets / for Debian's
                           packages)
   UNSTEAL_TESTHOST=1      we run inside the test host (tools/lab testhost)
+  UNSTEAL_TESTHOST_LANES  how many test host rows tools/lab test boots at
+                          once (testhost.lanes(), which checks it; default:
+                          two, one on a 1-CPU host)
   UNSTEAL_BIN             the analyser the integration tests run (set by
                           tests/meson.build)
 
@@ -47,6 +50,7 @@ class Config:
     libvirt_prefix: str = None  # None: the build of libvirt_stack (libvirt.lab_prefix())
     lab_dir: str = None         # the lab daemon's records; None: daemon.lab_dir() of the stack
     testhost: bool = False
+    testhost_lanes: str = None  # as given; None: testhost.lanes()'s default
     unsteal_bin: str = ""
 
     @property
@@ -67,6 +71,7 @@ def from_environ(environ):
         libvirt_stack=environ.get("UNSTEAL_LIBVIRT_STACK"),
         libvirt_prefix=environ.get("UNSTEAL_LIBVIRT_PREFIX") or None,
         testhost=environ.get("UNSTEAL_TESTHOST") == "1",
+        testhost_lanes=environ.get("UNSTEAL_TESTHOST_LANES"),
         unsteal_bin=environ.get("UNSTEAL_BIN", ""),
     )
 

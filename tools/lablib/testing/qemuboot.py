@@ -4,8 +4,9 @@
 kselftest.py and testhost.py boot a guest whose program reports on the
 serial console in TAP.  boot() runs their QEMU command line (-nographic,
 -no-reboot: QEMU exits when the guest powers off, reboots or panics),
-kills it when the watchdog runs out, shows every console line on stdout,
-writes it to a log, and parses it into an Outcome.  A Console says how the
+kills it when the watchdog runs out, shows every console line on stdout
+(or gives it to the caller's show(), when boots run side by side), writes
+it to a log, and parses it into an Outcome.  A Console says how the
 guest's program speaks; what both programs share:
 
   MARKER up SECONDS ...          the program runs (SECONDS: guest uptime)
@@ -126,10 +127,11 @@ def parse(out, line, t, console):
         out.splats.append(line.strip())
 
 
-def boot(cmd, log, timeout, console, timestamps=False):
+def boot(cmd, log, timeout, console, timestamps=False, show=None):
     """Run cmd, QEMU with its serial console on stdout, for at most timeout
-    seconds; every line goes to stdout and to log (after the command line;
-    with timestamps, each behind the seconds since QEMU started)."""
+    seconds; every line goes to log (after the command line; with
+    timestamps, each behind the seconds since QEMU started) and to
+    show(line), by default to stdout."""
     mkdirs(os.path.dirname(log))
     out = Outcome()
     t0 = time.monotonic()
@@ -150,7 +152,10 @@ def boot(cmd, log, timeout, console, timestamps=False):
                 t = time.monotonic() - t0
                 fh.write(f"[{t:7.1f}] {line}\n" if timestamps else line + "\n")
                 fh.flush()
-                print(line, flush=True)
+                if show:
+                    show(line)
+                else:
+                    print(line, flush=True)
                 parse(out, line, t, console)
         proc.wait()
     finally:

@@ -13,13 +13,16 @@ UNSTEAL_TESTHOST in tools/lablib/lab/guest.py) and prints TAP, then
 console, logs it to the release's log (_build/logs/testhost-VARIANT.log for
 Debian 13) and parses it into an Outcome; verdict() counts it and writes
 result-VARIANT.json in the release's directory.  tools/lab test builds the
-Debian 13 image with test_build() and boots each row with test_row().
+Debian 13 image with test_build() and boots the rows with test_rows(), two
+at a time.
 """
 
+import concurrent.futures
 import json
 import os
 import re
 
+from .. import config
 from ..common import LabError, ROOT, dir_lock, mkdirs, run, step
 from .qemuboot import Console, parse
 from .qemuboot import boot as boot_qemu
@@ -82,6 +85,13 @@ VARIANTS = {
     },
 }
 MEMORY_MB = 2048
+# Rows booted at once by tools/lab test (lanes())
+LANES = 2
+# The order tools/lab test starts the rows in, the longest first, so that
+# two lanes end close together.  Cold CI run of 2026-11-27 (one row after
+# another): v2-machined 21:06; on 2026-11-26 v2-machined 10:50, v2-systemd
+# 4:23, v2-nosystemd 3:35, v1-systemd 2:03, v1-comounted 1:48.
+LONGEST_FIRST = ["v2-machined", "v2-systemd", "v2-nosystemd", "v1-systemd", "v1-comounted"]
 
 
 # ---------------------------------------------------------------- boot
@@ -113,13 +123,14 @@ def machine_args(cpus=2, nodes=1, memory_mb=MEMORY_MB):
 
 def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAULT,
          kernel_path=None, machine=None, tcg="single", append_extra="", console=None,
-         name=None):
+         name=None, show=None):
     """Boots one row; with kernel 'ours' the lab kernel at kernel_path, or
     built first when None.  machine: machine_args() (default 2 CPUs, one
     node); tcg: 'single' or 'multi' TCG threads; append_extra: more of the
     kernel command line; console: a Console that also reads the caller's
     own lines (default CONSOLE); name: of the run's overlay and log (default
-    the variant's)."""
+    the variant's); show: what gets each console line instead of stdout
+    (qemuboot.boot)."""
     if variant not in VARIANTS:
         raise LabError(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
     if not os.path.exists(rel.image):
@@ -157,7 +168,7 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAU
          f"(watchdog {timeout} s; "
          f"console in {os.path.relpath(log, ROOT)})")
     try:
-        return boot_qemu(cmd, log, timeout, console or CONSOLE, timestamps=True)
+        return boot_qemu(cmd, log, timeout, console or CONSOLE, timestamps=True, show=show)
     finally:
         if not keep and os.path.exists(overlay):
             os.unlink(overlay)
@@ -225,27 +236,85 @@ def tests_in_host(variant, rel=DEFAULT):
     return tests if rel.unsteal_deb else [t for t in tests if t != "unsteal_service"]
 
 
-def test_row(variant, timeout=1800):
-    """tools/lab test: tests_in_host(variant) on one row of the matrix, booted
-    with our kernel (test_build built it); (passed, failed) programs.
+def lanes():
+    """How many rows tools/lab test boots at once: QEMU runs a row's guest in
+    one TCG thread, which keeps one host CPU busy, so two rows on a 2-CPU
+    host use the CPU that one row leaves idle.  UNSTEAL_TESTHOST_LANES sets
+    it (1: one row after another)."""
+    value = config.get().testhost_lanes
+    if value is None:
+        return max(1, min(LANES, os.cpu_count() or 1))
+    if not value.isdigit() or int(value) < 1:
+        raise LabError(f"UNSTEAL_TESTHOST_LANES={value!r}: a number of rows, 1 or more")
+    return int(value)
 
-    A guest kernel that dies before the run ends (nested TCG has shown an
-    int3 oops while the kernel patched its own code) gets one more boot;
-    both outcomes are printed."""
+
+def _progress(variant):
+    """show() for a row that boots beside others: its test programs as they
+    start and end, failed assertions and kernel problem lines, as progress
+    lines named by the row (the whole console is in the row's log)."""
+    def show(line):
+        line = line.strip()
+        if (CONSOLE.program_re.match(line) or CONSOLE.result_re.match(line)
+                or line.startswith("# not ok") or CONSOLE.splat_re.search(line)):
+            step(f"testhost: {variant}: {line}")
+    return show
+
+
+def _row(variant, kpath, timeout, show):
+    """One row's boots: one, or two when the guest kernel died before the
+    run ended (nested TCG has shown an int3 oops while the kernel patched
+    its own code)."""
+    outs = [boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
+                 kernel_path=kpath, show=show)]
+    if not outs[0].done and outs[0].splats and not outs[0].timed_out:
+        step(f"testhost: {variant}: the guest kernel failed before the run ended "
+             f"({outs[0].splats[0]}); booting it once more")
+        outs.append(boot(variant, timeout=timeout, tests=tests_in_host(variant),
+                         kernel="ours", kernel_path=kpath, show=show))
+    return outs
+
+
+def test_rows(variants, timeout=2700):
+    """tools/lab test: tests_in_host() on each row of the matrix, booted with
+    our kernel (test_build built it), lanes() rows at a time, the rows in
+    the order given (the longest first keeps the lanes even).  timeout:
+    each boot's watchdog, a guard against a hung guest (v2-machined took
+    1266 s alone on CI's machine, and rows side by side share memory
+    bandwidth and the host's caches).  Returns
+    {variant: [Outcome, ...] or the LabError that stopped it}; row_verdict()
+    counts one."""
+    n = lanes()
     lock = host_lock()
     try:
         kpath = built_kernel_image()
-        out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
-                   kernel_path=kpath)
-        if not out.done and out.splats and not out.timed_out:
-            verdict(variant, out)
-            step(f"testhost: {variant}: the guest kernel failed before the run ended "
-                 f"({out.splats[0]}); booting it once more")
-            out = boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
-                       kernel_path=kpath)
-        return verdict(variant, out)
+        step(f"testhost: {len(variants)} rows, {n} at a time "
+             f"(consoles in {os.path.relpath(DEFAULT.log('ROW'), ROOT)})")
+        done = {}
+
+        def one(v):
+            try:
+                done[v] = _row(v, kpath, timeout, _progress(v) if n > 1 else None)
+            except LabError as e:
+                done[v] = e
+            step(f"testhost: {v}: finished")
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+            for f in [pool.submit(one, v) for v in variants]:
+                f.result()
+        return done
     finally:
         lock.close()
+
+
+def row_verdict(variant, outs):
+    """(passed, failed) test programs of a row that test_rows() booted; a
+    failed first boot is printed and the second one counts."""
+    if isinstance(outs, LabError):
+        raise outs
+    for out in outs[:-1]:
+        verdict(variant, out)
+    return verdict(variant, outs[-1])
 
 
 def command(args):
