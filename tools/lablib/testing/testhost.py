@@ -265,14 +265,16 @@ def _row(variant, kpath, timeout, show):
     """One row's boots: one, or two when the guest kernel died before the
     run ended (nested TCG has shown an int3 oops while the kernel patched
     its own code)."""
-    outs = [boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
-                 kernel_path=kpath, show=show)]
-    if not outs[0].done and outs[0].splats and not outs[0].timed_out:
-        step(f"testhost: {variant}: the guest kernel failed before the run ended "
-             f"({outs[0].splats[0]}); booting it once more")
-        outs.append(boot(variant, timeout=timeout, tests=tests_in_host(variant),
-                         kernel="ours", kernel_path=kpath, show=show))
-    return outs
+    def once():
+        return boot(variant, timeout=timeout, tests=tests_in_host(variant), kernel="ours",
+                    kernel_path=kpath, show=show)
+
+    first = once()
+    if first.done or not first.splats or first.timed_out:
+        return [first]
+    step(f"testhost: {variant}: the guest kernel failed before the run ended "
+         f"({first.splats[0]}); booting it once more")
+    return [first, once()]
 
 
 def test_rows(variants, timeout=2700):
@@ -290,19 +292,18 @@ def test_rows(variants, timeout=2700):
         kpath = built_kernel_image()
         step(f"testhost: {len(variants)} rows, {n} at a time "
              f"(consoles in {os.path.relpath(DEFAULT.log('ROW'), ROOT)})")
-        done = {}
 
         def one(v):
             try:
-                done[v] = _row(v, kpath, timeout, _progress(v) if n > 1 else None)
+                return _row(v, kpath, timeout, _progress(v) if n > 1 else None)
             except LabError as e:
-                done[v] = e
-            step(f"testhost: {v}: finished")
+                return e
+            finally:
+                step(f"testhost: {v}: finished")
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
-            for f in [pool.submit(one, v) for v in variants]:
-                f.result()
-        return done
+            futures = {v: pool.submit(one, v) for v in variants}
+        return {v: f.result() for v, f in futures.items()}
     finally:
         lock.close()
 
