@@ -12,6 +12,7 @@ unsteal .deb, without unsteal_service).
 """
 
 import contextlib
+import io
 import json
 import os
 import sys
@@ -25,7 +26,7 @@ WORK = tap.setup("unsteal-testhost-verdict-test-")
 ok = tap.ok
 
 from lablib import common, config  # noqa: E402
-from lablib.testing import qemuboot, testhost, testhostrelease  # noqa: E402
+from lablib.testing import qemuboot, testhost, testhostrelease, testrun  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 os.makedirs(testhostrelease.TH, exist_ok=True)
@@ -190,12 +191,12 @@ ok(set(done) == set(testhost.VARIANTS) and isinstance(done["v1-systemd"], LabErr
    "every row has its outcome, a row that could not boot its error", done)
 with contextlib.redirect_stdout(sys.stderr):
     res = testhost.row_verdict("v2-systemd", done["v2-systemd"])
-ok(len(spans["v2-systemd"]) == 2 and res == (1, 0),
+ok(len(spans["v2-systemd"]) == 2 and res == (1, 0, []),
    "a row whose guest kernel died is booted once more and the second boot counts",
    (spans["v2-systemd"], res))
 with contextlib.redirect_stdout(sys.stderr):
     res = testhost.row_verdict("v2-nosystemd", done["v2-nosystemd"])
-ok(res == (1, 0) and "testhost: v2-nosystemd: # not ok 2 - busy vCPUs run" in shown
+ok(res[:2] == (1, 0) and "testhost: v2-nosystemd: # not ok 2 - busy vCPUs run" in shown
    and "testhost: v2-machined: ok 1 - lab_guest" in shown
    and not any("unsteal-testhost: done" in s for s in shown),
    "rows side by side show their programs and failed assertions, named by row", shown)
@@ -204,6 +205,32 @@ try:
     ok(False, "a row that could not boot fails its stage")
 except LabError as e:
     ok("image is missing" in str(e), "a row that could not boot fails its stage", e)
+
+# A failed row's assertions end the CI log: tools/lab test's summary
+# repeats them after the failed stages' names, before the counts, since the
+# kernel selftests' output follows the matrix.
+failed_row = qemuboot.Outcome()
+for i, line in enumerate([UP, "# test: vcpu_cgroup_weights (started at 4.35 s)",
+                          "# ok 1 - defaults: noisy gets 2/6 of the CPU time (0.331)",
+                          "# not ok 2 - vcpu_quota=20000 (binds): noisy is held at its cap",
+                          "not ok 1 - vcpu_cgroup_weights", "unsteal-testhost: done"]):
+    testhost._parse(failed_row, line, float(i))
+failed_row.total = 6.0
+tally = testrun.Tally()
+summary = io.StringIO()
+with contextlib.redirect_stdout(summary):
+    tally.stage("test host v2-machined", lambda: testhost.row_verdict("v2-machined", [failed_row]))
+    tally.stage("test host v1-systemd", lambda: testhost.row_verdict("v1-systemd", done["v1-systemd"]))
+    tally.stage("test host v2-systemd", lambda: testhost.row_verdict("v2-systemd", done["v2-systemd"]))
+    end = summary.tell()
+    rc = tally.summary()
+tail = summary.getvalue()[end:].splitlines()
+ok(rc == 1 and tail[-1] == "1 passed, 2 failed"
+   and "test host v2-machined: not ok: vcpu_cgroup_weights: vcpu_quota=20000 (binds): "
+       "noisy is held at its cap" in tail[-3]
+   and "test host v1-systemd: the image is missing" in tail[-2],
+   "the summary ends with why each stage failed: the row's failed assertion, the "
+   "row that could not boot", tail)
 
 spans.clear()
 config.load(dict(os.environ, UNSTEAL_TESTHOST_LANES="1"))

@@ -175,6 +175,14 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAU
 
 
 def verdict(variant, out, rel=DEFAULT):
+    """(passed, failed) test programs of one boot, printed with each failed
+    assertion and problem, and saved in result-VARIANT.json."""
+    passed, failed, _ = _judge(variant, out, rel)
+    return passed, failed
+
+
+def _judge(variant, out, rel):
+    """verdict(), plus the lines that say why the row failed."""
     passed = sum(1 for r in out.results if r.ok and not r.skipped)
     skipped = [r.name for r in out.results if r.skipped]
     failed = sum(1 for r in out.results if not r.ok)
@@ -198,10 +206,9 @@ def verdict(variant, out, rel=DEFAULT):
     step(f"testhost: {variant}: test programs {passed} passed, {failed} failed"
          + (f", {len(skipped)} skipped ({', '.join(skipped)})" if skipped else "")
          + f"; assertions {sp} ok, {len(sf)} not ok")
-    for s in sf:
-        print(f"lab: testhost: {variant}: not ok: {s.program}: {s.description}", flush=True)
-    for p in problems:
-        print(f"lab: testhost: {variant}: {p}", flush=True)
+    why = [f"not ok: {s.program}: {s.description}" for s in sf] + problems
+    for line in why:
+        print(f"lab: testhost: {variant}: {line}", flush=True)
     res = {"variant": variant, "release": rel.name, "up_s": out.up_at, "guest_uptime_s": out.guest_uptime,
            "total_s": out.total, "programs": [[r.ok, r.name, r.skipped] for r in out.results],
            "skipped": skipped,
@@ -210,7 +217,7 @@ def verdict(variant, out, rel=DEFAULT):
     mkdirs(rel.dir)
     with open(os.path.join(rel.dir, f"result-{variant}.json"), "w") as fh:
         json.dump(res, fh, indent=1)
-    return passed, failed
+    return passed, failed, why
 
 
 def host_lock():
@@ -309,13 +316,16 @@ def test_rows(variants, timeout=2700):
 
 
 def row_verdict(variant, outs):
-    """(passed, failed) test programs of a row that test_rows() booted; a
-    failed first boot is printed and the second one counts."""
+    """(passed, failed, why) of a row that test_rows() booted: its test
+    programs, and the lines that say why it failed, which tools/lab test
+    repeats in its summary (kselftest output follows the matrix, so these
+    lines are far from the end of a CI log).  A failed first boot is
+    printed and the second one counts."""
     if isinstance(outs, LabError):
         raise outs
     for out in outs[:-1]:
         verdict(variant, out)
-    return verdict(variant, outs[-1])
+    return _judge(variant, outs[-1], DEFAULT)
 
 
 def command(args):

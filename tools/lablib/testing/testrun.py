@@ -31,10 +31,26 @@ from ..stack import sources, stack, stacks
 
 
 class Tally:
+    """Counts the stages' checks.  A stage's function returns (passed,
+    failed) counts, or (passed, failed, why) with the lines that say why
+    it failed, or anything else for one check; a LabError fails it with
+    its message as the why."""
+
+    # Of each failed stage, at most this many lines of why in the summary
+    WHY_LINES = 8
+
     def __init__(self):
         self.passed = 0
         self.failed = 0
         self.failures = []
+        self.why = []
+
+    def _fail(self, name, count, why):
+        self.failed += count
+        self.failures.append(f"{name} ({count} failed)")
+        self.why += [f"{name}: {w}" for w in why[:self.WHY_LINES]]
+        if len(why) > self.WHY_LINES:
+            self.why.append(f"{name}: ... {len(why) - self.WHY_LINES} more above")
 
     def stage(self, name, fn):
         step(f"test: {name}")
@@ -44,21 +60,31 @@ class Tally:
             print(f"lab: FAIL: {name}: {e}", flush=True)
             self.failed += 1
             self.failures.append(name)
+            self.why.append(f"{name}: {e}")
             return None
-        except Exception:
+        except Exception as e:
             traceback.print_exc()
             self.failed += 1
             self.failures.append(name)
+            self.why.append(f"{name}: {type(e).__name__}: {e} (traceback above)")
             return None
         if isinstance(res, tuple):
-            ok, bad = res
+            ok, bad = res[:2]
             self.passed += ok
-            self.failed += bad
             if bad:
-                self.failures.append(f"{name} ({bad} failed)")
+                self._fail(name, bad, list(res[2]) if len(res) > 2 else [])
         else:
             self.passed += 1
         return res
+
+    def summary(self):
+        """The closing lines: the failed stages and why, then the counts."""
+        if self.failures:
+            print("lab: failed stages: " + "; ".join(self.failures))
+        for line in self.why:
+            print(f"lab:   {line}")
+        print(f"{self.passed} passed, {self.failed} failed", flush=True)
+        return 1 if self.failed else 0
 
 
 def _one(result):
@@ -150,7 +176,4 @@ def run_all(quick=False):
             kselftest = None
         if kselftest:
             t.stage("kernel selftests in QEMU (patched)", lambda: kselftest.run("patched"))
-    if t.failures:
-        print("lab: failed stages: " + "; ".join(t.failures))
-    print(f"{t.passed} passed, {t.failed} failed", flush=True)
-    return 1 if t.failed else 0
+    return t.summary()
