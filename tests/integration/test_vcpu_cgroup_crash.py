@@ -8,11 +8,16 @@ cgroup v2, where placement is chosen at start.
 - virsh list, called back to back while placement changes run one after
   another, waits no longer than it does while the same operations run on
   the stock path (a domain with cpu_shares, in its own groups, on v1; the
-  start of a capped domain, in its own group, on v2): at most 1.5 times
-  stock's slowest answer and 0.5 s.  Stock libvirt too keeps a starting
-  domain locked while QEMU starts, and virsh list locks every domain, so
-  an absolute bound measures the machine (1.49 s on a 2-core CI machine
-  for what took 0.77 s on another);
+  start of a capped domain, in its own group, on v2): its 90th percentile
+  at most 1.5 times stock's and 0.5 s, its slowest answer at most 3 times
+  stock's slowest and 1 s.  Stock libvirt too keeps a starting domain
+  locked while QEMU starts, and virsh list locks every domain, so an
+  absolute bound measures the machine (1.49 s on a 2-core CI machine for
+  what took 0.77 s on another).  The slowest answer alone is a poor
+  statistic on the test host, where one call of 60-70 takes twice the
+  median on either side (0.91 s median, 2.03 s slowest on the stock path
+  against 0.86 s and 1.74 s for ours on v2-machined, 2026-11-27); the
+  90th percentile is about the seventh slowest of them;
 - the daemon killed with SIGKILL at several points of a placement change
   restarts with every domain that was running still running (the same QEMU
   process), each in a valid cgroup: its vCPU threads all in the per-host
@@ -43,10 +48,13 @@ VIRSH = os.path.join(PREFIX, "bin", "virsh")
 # how long an interrupted start's cgroup may take to go after its QEMU process
 GROUP_GONE_S = 10
 # virsh list during placement changes: CHANGES of them on each side, and
-# how much slower than on the stock path its slowest answer may be
+# how much slower than on the stock path its 90th percentile and its
+# slowest answer may be
 CHANGES = 3
 LIST_SLOWER = 1.5
 LIST_MARGIN_S = 0.5
+SLOWEST_SLOWER = 3
+SLOWEST_MARGIN_S = 1.0
 
 
 def virsh_argv(*args):
@@ -152,11 +160,24 @@ def check_list_latency(t, a, tuned_dom):
     ours = list_times(a, tuned=False)
     for what, times in (("changes on the stock path", stock), ("placement changes", ours)):
         print(f"# virsh list during {CHANGES} {what}: {len(times)} calls, median "
-              f"{statistics.median(times):.2f} s, slowest {max(times):.2f} s", flush=True)
-    bound = max(stock) * LIST_SLOWER + LIST_MARGIN_S
-    t.ok(max(ours) <= bound,
+              f"{statistics.median(times):.2f} s, 90th percentile {p90(times):.2f} s, "
+              f"slowest {max(times):.2f} s", flush=True)
+    bound = p90(stock) * LIST_SLOWER + LIST_MARGIN_S
+    t.ok(p90(ours) <= bound,
          f"virsh list waits during placement changes no longer than on the stock path "
-         f"(slowest {max(ours):.2f} s; stock {max(stock):.2f} s, allowed {bound:.2f} s)")
+         f"(90th percentile {p90(ours):.2f} s; stock {p90(stock):.2f} s, "
+         f"allowed {bound:.2f} s)")
+    bound = max(stock) * SLOWEST_SLOWER + SLOWEST_MARGIN_S
+    t.ok(max(ours) <= bound,
+         f"and its slowest answer is no outlier (slowest {max(ours):.2f} s; "
+         f"stock {max(stock):.2f} s, allowed {bound:.2f} s)")
+
+
+def p90(times):
+    """The 90th percentile: the answer that 90 % of them were no slower
+    than (nearest rank)."""
+    ranked = sorted(times)
+    return ranked[max(0, -(-len(ranked) * 9 // 10) - 1)]
 
 
 def check_interrupted_start(t, what):
