@@ -212,7 +212,12 @@ except LabError as e:
 failed_row = qemuboot.Outcome()
 for i, line in enumerate([UP, "# test: vcpu_cgroup_weights (started at 4.35 s)",
                           "# ok 1 - defaults: noisy gets 2/6 of the CPU time (0.331)",
+                          "# # cpu_shares=50: TCG CPUs, not compared",
                           "# not ok 2 - vcpu_quota=20000 (binds): noisy is held at its cap",
+                          "# # got 0.52 CPUs", "# # cap 0.40 CPUs",
+                          "# # cpu_shares=400: noisy 0.507",
+                          "# ok 3 - cpu_shares=400: noisy gets 0.500",
+                          "# # defaults written back: noisy 0.337",
                           "not ok 1 - vcpu_cgroup_weights", "unsteal-testhost: done"]):
     testhost._parse(failed_row, line, float(i))
 failed_row.total = 6.0
@@ -226,11 +231,12 @@ with contextlib.redirect_stdout(summary):
     rc = tally.summary()
 tail = summary.getvalue()[end:].splitlines()
 ok(rc == 1 and tail[-1] == "1 passed, 2 failed"
-   and "test host v2-machined: not ok: vcpu_cgroup_weights: vcpu_quota=20000 (binds): "
-       "noisy is held at its cap" in tail[-3]
+   and tail[-3].endswith("test host v2-machined: not ok: vcpu_cgroup_weights: "
+                         "vcpu_quota=20000 (binds): noisy is held at its cap (got 0.52 "
+                         "CPUs; cap 0.40 CPUs; cpu_shares=400: noisy 0.507)")
    and "test host v1-systemd: the image is missing" in tail[-2],
-   "the summary ends with why each stage failed: the row's failed assertion, the "
-   "row that could not boot", tail)
+   "the summary ends with why each stage failed: the row's failed assertion with "
+   "the lines right after it, the row that could not boot", tail)
 
 spans.clear()
 config.load(dict(os.environ, UNSTEAL_TESTHOST_LANES="1"))

@@ -34,6 +34,8 @@ from ..common import mkdirs
 # modes); they may precede a line of the guest's program.
 ESCAPE_RE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|c)")
 # An oops, BUG(), WARN() or panic.
+# Of a failed subresult, at most this many detail lines are kept
+DETAIL_LINES = 3
 SPLAT_RE = re.compile(r"(BUG: |WARNING: |Oops|general protection fault|Kernel panic - not "
                       r"syncing|kernel BUG at)")
 # The same, and what the kernel's checkers report (KASAN, UBSAN, lockdep,
@@ -63,16 +65,19 @@ class Console:
     marker: what starts its own lines ('unsteal-testhost: '); result_re:
     groups status ('ok', 'not ok'), number, name, rest; sub_re: status,
     description; program_re: the program's name; splat_re: kernel problem
-    lines; on_line(out, line): the caller's own lines, True when it took one."""
+    lines; on_line(out, line): the caller's own lines, True when it took one;
+    detail_re: group 1 is a line of detail that follows a failed
+    subresult (what the program printed about it)."""
 
     def __init__(self, marker, result_re, sub_re, program_re, splat_re=SPLAT_RE,
-                 on_line=None):
+                 on_line=None, detail_re=None):
         self.marker = marker
         self.result_re = result_re
         self.sub_re = sub_re
         self.program_re = program_re
         self.splat_re = splat_re
         self.on_line = on_line
+        self.detail_re = detail_re
 
 
 class Outcome:
@@ -81,6 +86,8 @@ class Outcome:
     def __init__(self):
         self.results = []           # Result, one per test program
         self.subresults = []        # Sub, one per nested result line
+        self.details = {}           # index in subresults of a failed one: its detail lines
+        self.detail_of = None       # that index while its detail lines may follow
         self.program = None         # the test program that runs now
         self.splats = []            # kernel problem lines
         self.info = []              # what followed the marker, line by line
@@ -97,6 +104,14 @@ class Outcome:
 def parse(out, line, t, console):
     """One console line, t seconds after QEMU started, into out."""
     line = ESCAPE_RE.sub("", line.replace("\r", ""))
+    # The detail lines that directly follow a failed subresult
+    detail = (console.detail_re.match(line)
+              if console.detail_re and out.detail_of is not None else None)
+    if detail:
+        if len(out.details[out.detail_of]) < DETAIL_LINES:
+            out.details[out.detail_of].append(detail.group(1).strip())
+    else:
+        out.detail_of = None
     if console.marker in line:
         body = line.split(console.marker, 1)[1]
         out.booted = True
@@ -121,6 +136,9 @@ def parse(out, line, t, console):
     m = console.sub_re.match(line)
     if m:
         out.subresults.append(Sub(m.group(1) == "ok", out.program, m.group(2)))
+        if m.group(1) != "ok":
+            out.detail_of = len(out.subresults) - 1
+            out.details[out.detail_of] = []
     if console.on_line and console.on_line(out, line):
         return
     if console.splat_re.search(line):

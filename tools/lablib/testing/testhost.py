@@ -97,9 +97,11 @@ LONGEST_FIRST = ["v2-machined", "v2-systemd", "v2-nosystemd", "v1-systemd", "v1-
 # ---------------------------------------------------------------- boot
 
 # The runner's TAP (qemuboot.py parses it): '# test: NAME' starts a test,
-# 'ok N - NAME' is its result, '# ok N - ...' one of its assertions.
+# 'ok N - NAME' is its result, '# ok N - ...' one of its assertions, and
+# '# # ...' lines right after a '# not ok' what the program said about it.
 CONSOLE = Console("unsteal-testhost: ", re.compile(r"^(not ok|ok) (\d+) - (\S+)(.*)$"),
-                  re.compile(r"^# (not ok|ok) \d+ - (.*)$"), re.compile(r"^# test: (\S+)"))
+                  re.compile(r"^# (not ok|ok) \d+ - (.*)$"), re.compile(r"^# test: (\S+)"),
+                  detail_re=re.compile(r"^# # (.*)$"))
 
 
 def _parse(out, line, t_rel):
@@ -206,7 +208,9 @@ def _judge(variant, out, rel):
     step(f"testhost: {variant}: test programs {passed} passed, {failed} failed"
          + (f", {len(skipped)} skipped ({', '.join(skipped)})" if skipped else "")
          + f"; assertions {sp} ok, {len(sf)} not ok")
-    why = [f"not ok: {s.program}: {s.description}" for s in sf] + problems
+    why = [f"not ok: {s.program}: {s.description}"
+           + (f" ({'; '.join(out.details[i])})" if out.details.get(i) else "")
+           for i, s in enumerate(out.subresults) if not s.ok] + problems
     for line in why:
         print(f"lab: testhost: {variant}: {line}", flush=True)
     res = {"variant": variant, "release": rel.name, "up_s": out.up_at, "guest_uptime_s": out.guest_uptime,
