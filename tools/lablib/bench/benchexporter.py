@@ -33,7 +33,6 @@ binary is UNSTEAL_BIN when set (tests/meson.build sets it), else our build
 in _build/unsteal-build, brought up to date first.
 """
 
-import math
 import os
 import re
 import shlex
@@ -46,6 +45,7 @@ import urllib.request
 
 from .. import config
 from ..common import BUILD, LabError, step
+from ..lab import measure
 from .benchkit import build_program, close_and_wait, median, publish
 from .benchsched import machine_info
 
@@ -118,14 +118,6 @@ def proc_status_kib(pid, *keys):
             if k in keys:
                 out[k] = int(v.split()[0])
     return [out.get(k) for k in keys]
-
-
-def percentile(xs, p):
-    """The nearest-rank p-th percentile of xs; None if xs is empty."""
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    return xs[max(0, math.ceil(p / 100 * len(xs)) - 1)]
 
 
 def parse_metrics(text):
@@ -319,7 +311,8 @@ def summarise(reps):
     per_s = [100 * (b["cpu_s"] - a["cpu_s"]) / (b["t"] - a["t"])
              for r in reps for a, b in zip(r["scrapes"], r["scrapes"][1:]) if b["t"] > a["t"]]
     return {"scrapes": len(sc), "ok": sum(s["status"] == 200 for s in sc),
-            "latency_ms": {"p50": percentile(lat, 50), "p95": percentile(lat, 95),
+            "latency_ms": {"p50": measure.percentile(lat, 50),
+                           "p95": measure.percentile(lat, 95),
                            "min": min(lat, default=None), "max": max(lat, default=None)},
             "bytes": {"median": median(size), "min": min(size, default=None),
                       "max": max(size, default=None)},
@@ -405,7 +398,7 @@ def run_bench(sizes=None, reps=1, seconds=SECONDS, outdir=None, command=None):
             lat = [x["latency_ms"] for x in m["scrapes"]]
             step(f"bench: exporter: {d} x {t} vCPU threads, repetition {r + 1}/{reps}: "
                  f"CPU {m['cpu_pct']:.2f} % ({m['cpu_pct_schedstat']:.3f} % by schedstat), "
-                 f"latency p50 {percentile(lat, 50):.2f} ms, "
+                 f"latency p50 {measure.percentile(lat, 50):.2f} ms, "
                  f"VmHWM {_mib(m['hwm_kib'])} MiB, checks "
                  + ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in m["checks"].items()))
         results["sizes"].append({"domains": d, "threads": t, "seconds": s,

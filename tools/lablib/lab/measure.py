@@ -5,8 +5,10 @@ schedstat's first field is the time the thread ran on a CPU, the second the
 time it waited on a run queue (both ns).  Over a window of W seconds:
   share = Δrun / W     steal = Δwait / W
 This is what a guest would see as its own utilisation and steal per vCPU.
+jain() and percentile() sum up such readings.
 """
 
+import math
 import time
 
 
@@ -102,3 +104,11 @@ def jain(xs):
     if not xs or not any(xs):
         return 0.0
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+def percentile(xs, p):
+    """The nearest-rank p-th percentile of xs; None if xs is empty."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    return xs[max(0, math.ceil(p / 100 * len(xs)) - 1)]

@@ -33,9 +33,9 @@ from ..common import mkdirs
 # Terminal control sequences (the firmware clears the screen, systemd sets
 # modes); they may precede a line of the guest's program.
 ESCAPE_RE = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|c)")
-# An oops, BUG(), WARN() or panic.
 # Of a failed subresult, at most this many detail lines are kept
 DETAIL_LINES = 3
+# An oops, BUG(), WARN() or panic.
 SPLAT_RE = re.compile(r"(BUG: |WARNING: |Oops|general protection fault|Kernel panic - not "
                       r"syncing|kernel BUG at)")
 # The same, and what the kernel's checkers report (KASAN, UBSAN, lockdep,

@@ -189,7 +189,7 @@ def _judge(variant, out, rel):
     skipped = [r.name for r in out.results if r.skipped]
     failed = sum(1 for r in out.results if not r.ok)
     sp = sum(1 for s in out.subresults if s.ok)
-    sf = [s for s in out.subresults if not s.ok]
+    sf = {i: s for i, s in enumerate(out.subresults) if not s.ok}
     problems = []
     if not out.done:
         failed += 1
@@ -210,13 +210,13 @@ def _judge(variant, out, rel):
          + f"; assertions {sp} ok, {len(sf)} not ok")
     why = [f"not ok: {s.program}: {s.description}"
            + (f" ({'; '.join(out.details[i])})" if out.details.get(i) else "")
-           for i, s in enumerate(out.subresults) if not s.ok] + problems
+           for i, s in sf.items()] + problems
     for line in why:
         print(f"lab: testhost: {variant}: {line}", flush=True)
     res = {"variant": variant, "release": rel.name, "up_s": out.up_at, "guest_uptime_s": out.guest_uptime,
            "total_s": out.total, "programs": [[r.ok, r.name, r.skipped] for r in out.results],
            "skipped": skipped,
-           "assertions_ok": sp, "assertions_not_ok": [list(s) for s in sf],
+           "assertions_ok": sp, "assertions_not_ok": [list(s) for s in sf.values()],
            "problems": problems}
     mkdirs(rel.dir)
     with open(os.path.join(rel.dir, f"result-{variant}.json"), "w") as fh:

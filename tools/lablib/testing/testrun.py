@@ -45,9 +45,11 @@ class Tally:
         self.failures = []
         self.why = []
 
-    def _fail(self, name, count, why):
-        self.failed += count
-        self.failures.append(f"{name} ({count} failed)")
+    def _fail(self, name, why, count=None):
+        """A failed stage: count failed checks of its (passed, failed)
+        counts, or None for a stage that stopped (one check)."""
+        self.failed += count or 1
+        self.failures.append(name if count is None else f"{name} ({count} failed)")
         self.why += [f"{name}: {w}" for w in why[:self.WHY_LINES]]
         if len(why) > self.WHY_LINES:
             self.why.append(f"{name}: ... {len(why) - self.WHY_LINES} more above")
@@ -58,21 +60,17 @@ class Tally:
             res = fn()
         except LabError as e:
             print(f"lab: FAIL: {name}: {e}", flush=True)
-            self.failed += 1
-            self.failures.append(name)
-            self.why.append(f"{name}: {e}")
+            self._fail(name, [str(e)])
             return None
         except Exception as e:
             traceback.print_exc()
-            self.failed += 1
-            self.failures.append(name)
-            self.why.append(f"{name}: {type(e).__name__}: {e} (traceback above)")
+            self._fail(name, [f"{type(e).__name__}: {e} (traceback above)"])
             return None
         if isinstance(res, tuple):
             ok, bad = res[:2]
             self.passed += ok
             if bad:
-                self._fail(name, bad, list(res[2]) if len(res) > 2 else [])
+                self._fail(name, list(res[2]) if len(res) > 2 else [], bad)
         else:
             self.passed += 1
         return res
