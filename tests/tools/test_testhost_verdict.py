@@ -26,8 +26,9 @@ WORK = tap.setup("unsteal-testhost-verdict-test-")
 ok = tap.ok
 
 from lablib import common, config  # noqa: E402
-from lablib.testing import qemuboot, testhost, testhostrelease, testrun  # noqa: E402
+from lablib.testing import qemuboot, testhost, testhostrelease, tally as tallying  # noqa: E402
 from lablib.common import LabError  # noqa: E402
+from lablib.results import Counts, Skip  # noqa: E402
 
 os.makedirs(testhostrelease.TH, exist_ok=True)
 
@@ -61,6 +62,18 @@ saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.jso
 ok(saved["skipped"] == ["vcpu_cgroup_v2"] and saved["assertions_ok"] == 2
    and saved["problems"] == [], "the result file names the skip and counts assertions",
    saved)
+
+# Every skip reaches tools/lab test's summary with its reason: the
+# program that skipped, and a check skipped inside a program that ran.
+with contextlib.redirect_stdout(sys.stderr):
+    c = testhost.row_verdict("v1-comounted", [run(GOOD[:3] + [
+        "# ok 3 - cpuset placement and pinning # SKIP this host has no cpuset controller"]
+        + GOOD[3:])[0]])
+ok(c.skipped == [Skip("vcpu_cgroup_v2", "the cpu controller is not on cgroup v2 here")]
+   and c.skipped_checks == [Skip("lab_guest: cpuset placement and pinning",
+                                 "this host has no cpuset controller")]
+   and (c.passed, c.failed) == (1, 0),
+   "a row's skipped program and skipped check are kept with their reasons", c)
 
 bad = GOOD[:3] + ["# not ok 2 - busy vCPUs run", "not ok 1 - lab_guest"] + GOOD[5:]
 out, res = run(bad)
@@ -191,12 +204,12 @@ ok(set(done) == set(testhost.VARIANTS) and isinstance(done["v1-systemd"], LabErr
    "every row has its outcome, a row that could not boot its error", done)
 with contextlib.redirect_stdout(sys.stderr):
     res = testhost.row_verdict("v2-systemd", done["v2-systemd"])
-ok(len(spans["v2-systemd"]) == 2 and res == (1, 0, []),
+ok(len(spans["v2-systemd"]) == 2 and res == Counts(1, 0),
    "a row whose guest kernel died is booted once more and the second boot counts",
    (spans["v2-systemd"], res))
 with contextlib.redirect_stdout(sys.stderr):
     res = testhost.row_verdict("v2-nosystemd", done["v2-nosystemd"])
-ok(res[:2] == (1, 0) and "testhost: v2-nosystemd: # not ok 2 - busy vCPUs run" in shown
+ok((res.passed, res.failed) == (1, 0) and "testhost: v2-nosystemd: # not ok 2 - busy vCPUs run" in shown
    and "testhost: v2-machined: ok 1 - lab_guest" in shown
    and not any("unsteal-testhost: done" in s for s in shown),
    "rows side by side show their programs and failed assertions, named by row", shown)
@@ -221,7 +234,7 @@ for i, line in enumerate([UP, "# test: vcpu_cgroup_weights (started at 4.35 s)",
                           "not ok 1 - vcpu_cgroup_weights", "unsteal-testhost: done"]):
     testhost._parse(failed_row, line, float(i))
 failed_row.total = 6.0
-tally = testrun.Tally()
+tally = tallying.Tally()
 summary = io.StringIO()
 with contextlib.redirect_stdout(summary):
     tally.stage("test host v2-machined", lambda: testhost.row_verdict("v2-machined", [failed_row]))
@@ -230,7 +243,7 @@ with contextlib.redirect_stdout(summary):
     end = summary.tell()
     rc = tally.summary()
 tail = summary.getvalue()[end:].splitlines()
-ok(rc == 1 and tail[-1] == "1 passed, 2 failed"
+ok(rc == 1 and tail[-1] == "1 passed, 2 failed, 0 skipped"
    and tail[-3].endswith("test host v2-machined: not ok: vcpu_cgroup_weights: "
                          "vcpu_quota=20000 (binds): noisy is held at its cap (got 0.52 "
                          "CPUs; cap 0.40 CPUs; cpu_shares=400: noisy 0.507)")

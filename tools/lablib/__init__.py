@@ -6,6 +6,7 @@ below it (tests/tools/test_imports.py checks this against LAYERS):
 
   config    the environment, read once into one Config
   common    paths, logging, running commands
+  results   what a test stage found: counts, skips and why it failed
   stack     the patch stacks: declared, turned into work trees, fetched
   build     libvirt, the kernel and src/ built from a stack
   package   Debian's libvirt and linux rebuilt with a series, in chroots
@@ -17,5 +18,5 @@ below it (tests/tools/test_imports.py checks this against LAYERS):
 This file imports nothing: tools/lab loads config before anything else.
 """
 
-LAYERS = ("config", "common", "stack", "build", "package", "lab", "bench", "testing",
+LAYERS = ("config", "common", "results", "stack", "build", "package", "lab", "bench", "testing",
           "commands")

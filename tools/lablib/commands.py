@@ -122,7 +122,7 @@ def cmd_testhost(args):
 
 def cmd_test(args):
     from .testing import testrun
-    return testrun.run_all(quick=args.quick)
+    return testrun.run_all(tier=args.tier, quick=args.quick)
 
 
 def dispatch(args):

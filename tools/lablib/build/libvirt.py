@@ -8,8 +8,8 @@ side: stack KEY builds in _build/KEY-build and installs into _build/prefix
 see stacks.Stack.suffix).
 """
 
+import json
 import os
-import re
 import shutil
 
 from ..common import BUILD, LabError, run, step
@@ -162,7 +162,7 @@ def test_suite(syntax_check=True, stack=None):
     """libvirt's own test suite on a stack's patched tree (default: the lab's)
     and syntax-check.
 
-    Returns (passed, failed) counted per meson test.
+    Returns Counts, one unit per meson test (mesonlog.results()).
     """
     stack = stack or stacks.lab_libvirt()
     build(install=False, stack=stack)
@@ -171,41 +171,42 @@ def test_suite(syntax_check=True, stack=None):
     step(f"libvirt: meson test in {os.path.basename(bdir)} (libvirt's own suite; log in {log})")
     p = run(["meson", "test", "-C", bdir, "--no-rebuild", "--print-errorlogs",
              "--no-suite", "syntax-check"], env=meson_env(), check=False, log=log)
-    summary = _summary(log)
-    if p.returncode != 0:
-        raise LabError(f"libvirt's test suite failed ({summary}); see {log}")
-    _require_ok(log, OUR_TESTS)
-    step(f"libvirt: test suite passed ({summary})")
-    counts = mesonlog.counts(log)
+    counts = mesonlog.results(bdir)
+    if p.returncode != 0 and not counts.failed:
+        raise LabError(f"libvirt's test suite failed ({mesonlog.describe(counts)}); see {log}")
+    for name in _not_ok(bdir, OUR_TESTS):
+        counts.failed += 1
+        counts.why.append(f"{name} did not run and pass in libvirt's suite; see {log}")
+    step(f"libvirt: test suite: {mesonlog.describe(counts)}")
     if syntax_check:
         step("libvirt: syntax-check")
         slog = logpath(stack.key, "syntax-check")
         p = run(["meson", "test", "-C", bdir, "--no-rebuild", "--suite", "syntax-check",
                  "--print-errorlogs"], env=meson_env(), check=False, log=slog)
-        if p.returncode != 0:
-            raise LabError(f"libvirt's syntax-check failed ({_summary(slog)}); see {slog}")
-        step(f"libvirt: syntax-check passed ({_summary(slog)})")
-        sc = mesonlog.counts(slog)
-        counts = (counts[0] + sc[0], counts[1] + sc[1])
+        sc = mesonlog.results(bdir)
+        if p.returncode != 0 and not sc.failed:
+            raise LabError(f"libvirt's syntax-check failed ({mesonlog.describe(sc)}); "
+                           f"see {slog}")
+        step(f"libvirt: syntax-check: {mesonlog.describe(sc)}")
+        counts = counts + sc
     return counts
 
 
-# Unit tests the series adds to libvirt's suite: they must have run and passed
-# (a test that was skipped or left out of the build would not fail the suite).
+# Unit tests the series adds to libvirt's suite: they must have run and passed.
 OUR_TESTS = ("qemuvcpucgrouptest",)
 
 
-def _require_ok(log, names):
-    with open(log) as fh:
-        text = fh.read()
-    for name in names:
-        if not re.search(rf"^\s*\d+/\d+\s+(?:\S+ / )?{name}\s+OK\b", text, re.M):
-            raise LabError(f"{name} did not run and pass in libvirt's suite; see {log}")
-
-
-def _summary(log):
-    ok, fail = mesonlog.counts(log)
-    return f"{ok} ok, {fail} failed"
+def _not_ok(bdir, names):
+    """Of names, those that did not run and pass in the last meson test
+    (a test that was skipped or left out of the build would not fail the
+    suite)."""
+    ran = {}
+    with open(mesonlog.testlog(bdir)) as fh:
+        for line in fh:
+            if line.strip():
+                t = json.loads(line)
+                ran[t["name"].split(" / ")[-1].split(":")[-1]] = t["result"]
+    return [n for n in names if ran.get(n) != "OK"]
 
 
 def has_vcpu_cgroup():

@@ -7,37 +7,52 @@ from ..common import BUILD, ROOT, LabError, run, step
 from . import mesonlog
 
 BUILDDIR = os.path.join(BUILD, "unsteal-build")
+# tools/lab test --tier unit: its own build directory, configured with what
+# the machine has (no root to install the rest)
+UNIT_BUILDDIR = os.path.join(BUILD, "unsteal-unit")
 
 
-def build():
+def build(builddir=BUILDDIR, required=True):
+    """meson setup (once) and ninja.  required: libvirt mode (unsteal
+    --connect) and the exporter (unsteal exporter) are part of what the lab
+    tests, so they must build; otherwise meson's 'auto'."""
     env = {"PATH": "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin"}
-    # libvirt mode (unsteal --connect) and the exporter (unsteal exporter)
-    # are part of what we test: require them.
-    opts = [f"-Dlab_build_dir={BUILD}", "-Dlibvirt=enabled", "-Dexporter=enabled"]
-    log = os.path.join(BUILD, "logs", "unsteal-meson-setup.log")
-    if not os.path.exists(os.path.join(BUILDDIR, "build.ninja")):
-        step(f"src: meson setup {BUILDDIR}")
-        run(["meson", "setup", BUILDDIR, ROOT] + opts, env=env, quiet=True, log=log)
+    opts = [f"-Dlab_build_dir={BUILD}"]
+    if required:
+        opts += ["-Dlibvirt=enabled", "-Dexporter=enabled"]
+    name = os.path.basename(builddir)
+    log = os.path.join(BUILD, "logs", f"{name}-meson-setup.log")
+    if not os.path.exists(os.path.join(builddir, "build.ninja")):
+        step(f"src: meson setup {builddir}")
+        run(["meson", "setup", builddir, ROOT] + opts, env=env, quiet=True, log=log)
     else:
-        run(["meson", "configure", BUILDDIR] + opts, env=env, quiet=True, log=log)
+        run(["meson", "configure", builddir] + opts, env=env, quiet=True, log=log)
     step("src: ninja")
-    run(["ninja", "-C", BUILDDIR], env=env, log=os.path.join(BUILD, "logs", "unsteal-build.log"))
+    run(["ninja", "-C", builddir], env=env, log=os.path.join(BUILD, "logs", f"{name}.log"))
 
 
-def test(suites=None):
-    """meson test on our project; returns (passed, failed)."""
-    build()
-    log = os.path.join(BUILD, "logs", "unsteal-test.log")
-    cmd = ["meson", "test", "-C", BUILDDIR, "--no-rebuild", "--print-errorlogs"]
+def test_unit():
+    """tools/lab test --tier unit: the unit suite in UNIT_BUILDDIR; no root,
+    nothing of libvirt or the kernel built."""
+    return test(suites=["unit"], builddir=UNIT_BUILDDIR, required=False)
+
+
+def test(suites=None, builddir=BUILDDIR, required=True):
+    """meson test on our project (all of it, or the suites named); returns
+    Counts (mesonlog.results())."""
+    build(builddir, required)
+    log = os.path.join(BUILD, "logs", f"{os.path.basename(builddir)}-test.log")
+    cmd = ["meson", "test", "-C", builddir, "--no-rebuild", "--print-errorlogs"]
     for s in suites or []:
         cmd += ["--suite", s]
-    step("tests: meson test (unit and integration; log in _build/logs/unsteal-test.log)")
+    step(f"tests: meson test ({', '.join(suites) if suites else 'unit and integration'}; "
+         f"log in {os.path.relpath(log, ROOT)})")
     p = run(cmd, check=False, log=log, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    ok, fail = mesonlog.counts(log)
+    counts = mesonlog.results(builddir)
     with open(log) as fh:
         for line in fh:
             if " FAIL " in line or " TIMEOUT " in line or "ERROR" in line[:60]:
                 print("  " + line.rstrip())
-    if p.returncode != 0 and fail == 0:
-        raise LabError(f"meson test failed without a summary; see {log}")
-    return ok, fail
+    if p.returncode != 0 and not counts.failed:
+        raise LabError(f"meson test failed ({mesonlog.describe(counts)}); see {log}")
+    return counts

@@ -28,6 +28,8 @@ from ..common import run as sh
 from ..build import kernel
 from ..stack import stack, stacks
 from ..lab.guest import pack_initramfs, stage_initramfs
+from ..results import Counts
+from . import qemuboot
 from .qemuboot import SPLAT_CHECKERS_RE, Console
 from .qemuboot import boot as boot_qemu
 
@@ -201,7 +203,8 @@ def boot(image, initrd, memory_mb, append, timeout, logname, console=CONSOLE):
 
 
 def _verdict(out, flavour, tests=TESTS):
-    """(passed, failed) plus a human summary; failures the harness itself saw count too."""
+    """Counts of one guest's test programs, printed; failures the harness
+    itself saw count too, and every skip is kept with its reason."""
     passed = sum(1 for r in out.results if r.ok)
     failed = sum(1 for r in out.results if not r.ok)
     problems = []
@@ -230,7 +233,9 @@ def _verdict(out, flavour, tests=TESTS):
         print(f"lab: kselftest: not ok: {s}", flush=True)
     for p in problems:
         print(f"lab: kselftest: {p}", flush=True)
-    return passed, failed
+    skipped_programs, skipped_checks = qemuboot.skips(out)
+    return Counts(passed - len(skipped_programs), failed, skipped_programs, skipped_checks,
+                  [f"not ok: {s}" for s in subbad] + problems)
 
 
 # The series' own programs, which take -p: run their fail-safe scenarios on
@@ -259,7 +264,7 @@ def _groups(debug, tests):
 
 
 def run(flavour="patched", debug=False, timeout=None, plain=False):
-    """Build and run the selftests against one kernel; returns (passed, failed).
+    """Build and run the selftests against one kernel; returns Counts.
 
     One guest per guest shape (see TESTS); the counts add up over the guests.
     plain: our programs with -p (on the stock kernel their fail-safe
@@ -281,7 +286,7 @@ def _run(flavour, debug, timeout, plain):
     image = build_kernel(flavour, debug)
     bindir = build_tests()
     name = flavour + ("-debug" if debug else "")
-    passed = failed = 0
+    counts = Counts()
     if plain:
         name += "-plain"
     for i, (memory, tests) in enumerate(_groups(debug, _selection(plain))):
@@ -291,14 +296,11 @@ def _run(flavour, debug, timeout, plain):
             limit = 120 + sum(t.timeout for t in tests) // (1 if debug else 2)
         log = f"kselftest-{name}.log" if i == 0 else f"kselftest-{name}-{memory}M.log"
         out = boot(image, initrd, memory, "unsteal.mode=test", limit, log)
-        p, f = _verdict(out, f"{name} ({', '.join(t.name for t in tests)})", tests)
-        passed += p
-        failed += f
-    return passed, failed
+        counts = counts + _verdict(out, f"{name} ({', '.join(t.name for t in tests)})", tests)
+    return counts
 
 
 def command(args):
-    passed, failed = run(args.kernel, debug=args.debug, timeout=args.timeout,
-                         plain=args.plain)
-    print(f"{passed} passed, {failed} failed", flush=True)
-    return 1 if failed else 0
+    c = run(args.kernel, debug=args.debug, timeout=args.timeout, plain=args.plain)
+    print(f"{c.passed} passed, {c.failed} failed, {len(c.skipped)} skipped", flush=True)
+    return 1 if c.failed else 0

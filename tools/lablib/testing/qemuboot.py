@@ -29,6 +29,7 @@ import threading
 import time
 
 from ..common import mkdirs
+from ..results import Skip
 
 # Terminal control sequences (the firmware clears the screen, systemd sets
 # modes); they may precede a line of the guest's program.
@@ -99,6 +100,29 @@ class Outcome:
         self.done = False
         self.timed_out = False      # the watchdog killed QEMU
         self.total = None           # seconds QEMU ran
+
+
+SKIP_RE = re.compile(r"^(.*?)\s*#\s*SKIP\b:?\s*(.*)$", re.I)
+
+
+def skips(out):
+    """([Skip] of the test programs that skipped as a whole, [Skip] of the
+    subresults that skipped) of a boot's Outcome, each with its reason."""
+    def split(text):
+        m = SKIP_RE.match(text.strip())
+        return m.group(1).strip(), m.group(2).strip() or "no reason given"
+
+    programs = []
+    for r in out.results:
+        if r.skipped:
+            what, reason = split(r.rest)
+            programs.append(Skip(f"{r.name}{' ' + what if what else ''}", reason))
+    checks = []
+    for s in out.subresults:
+        if s.ok and SKIP_RE.match(s.description):
+            what, reason = split(s.description)
+            checks.append(Skip(f"{s.program or '?'}: {what}", reason))
+    return programs, checks
 
 
 def parse(out, line, t, console):

@@ -24,6 +24,8 @@ import re
 
 from .. import config
 from ..common import LabError, ROOT, dir_lock, mkdirs, run, step
+from ..results import Counts
+from . import qemuboot
 from .qemuboot import Console, parse
 from .qemuboot import boot as boot_qemu
 from . import testhostrelease
@@ -179,13 +181,15 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAU
 def verdict(variant, out, rel=DEFAULT):
     """(passed, failed) test programs of one boot, printed with each failed
     assertion and problem, and saved in result-VARIANT.json."""
-    passed, failed, _ = _judge(variant, out, rel)
-    return passed, failed
+    c = _judge(variant, out, rel)
+    return c.passed, c.failed
 
 
 def _judge(variant, out, rel):
-    """verdict(), plus the lines that say why the row failed."""
+    """verdict() as Counts: with every skip, and the lines that say why
+    the row failed."""
     passed = sum(1 for r in out.results if r.ok and not r.skipped)
+    skipped_programs, skipped_checks = qemuboot.skips(out)
     skipped = [r.name for r in out.results if r.skipped]
     failed = sum(1 for r in out.results if not r.ok)
     sp = sum(1 for s in out.subresults if s.ok)
@@ -221,7 +225,7 @@ def _judge(variant, out, rel):
     mkdirs(rel.dir)
     with open(os.path.join(rel.dir, f"result-{variant}.json"), "w") as fh:
         json.dump(res, fh, indent=1)
-    return passed, failed, why
+    return Counts(passed, failed, skipped_programs, skipped_checks, why)
 
 
 def host_lock():
@@ -320,7 +324,7 @@ def test_rows(variants, timeout=2700):
 
 
 def row_verdict(variant, outs):
-    """(passed, failed, why) of a row that test_rows() booted: its test
+    """Counts of a row that test_rows() booted: its test
     programs, and the lines that say why it failed, which tools/lab test
     repeats in its summary (kselftest output follows the matrix, so these
     lines are far from the end of a CI log).  A failed first boot is

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""tools/lab test: every test the project has, ending with 'N passed, N failed'.
+"""tools/lab test: every test the project has, ending with 'N passed, N failed,
+N skipped' (tally.py); --tier unit and --tier lab run a part of it (TIERS).
 
 Stages, in order: setup; the patch checks of every stack (every patch lints
 clean and applies in order); the packaging checks (each libvirt stack's
@@ -24,65 +25,16 @@ stage).
 """
 
 import os
-import traceback
 
-from ..common import LabError, step
+from ..common import step
 from ..stack import sources, stack, stacks
+from .tally import Tally
 
-
-class Tally:
-    """Counts the stages' checks.  A stage's function returns (passed,
-    failed) counts, or (passed, failed, why) with the lines that say why
-    it failed, or anything else for one check; a LabError fails it with
-    its message as the why."""
-
-    # Of each failed stage, at most this many lines of why in the summary
-    WHY_LINES = 8
-
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-        self.failures = []
-        self.why = []
-
-    def _fail(self, name, why, count=None):
-        """A failed stage: count failed checks of its (passed, failed)
-        counts, or None for a stage that stopped (one check)."""
-        self.failed += count or 1
-        self.failures.append(name if count is None else f"{name} ({count} failed)")
-        self.why += [f"{name}: {w}" for w in why[:self.WHY_LINES]]
-        if len(why) > self.WHY_LINES:
-            self.why.append(f"{name}: ... {len(why) - self.WHY_LINES} more above")
-
-    def stage(self, name, fn):
-        step(f"test: {name}")
-        try:
-            res = fn()
-        except LabError as e:
-            print(f"lab: FAIL: {name}: {e}", flush=True)
-            self._fail(name, [str(e)])
-            return None
-        except Exception as e:
-            traceback.print_exc()
-            self._fail(name, [f"{type(e).__name__}: {e} (traceback above)"])
-            return None
-        if isinstance(res, tuple):
-            ok, bad = res[:2]
-            self.passed += ok
-            if bad:
-                self._fail(name, list(res[2]) if len(res) > 2 else [], bad)
-        else:
-            self.passed += 1
-        return res
-
-    def summary(self):
-        """The closing lines: the failed stages and why, then the counts."""
-        if self.failures:
-            print("lab: failed stages: " + "; ".join(self.failures))
-        for line in self.why:
-            print(f"lab:   {line}")
-        print(f"{self.passed} passed, {self.failed} failed", flush=True)
-        return 1 if self.failed else 0
+# What 'tools/lab test --tier' runs (HACKING.md): unit, the tests of src/ and
+# tools/ (seconds, no root, nothing of libvirt or the kernel built); lab, the
+# development host's tests (setup, the builds, every meson test of ours);
+# full, everything (the README's command, what CI runs).
+TIERS = ("unit", "lab", "full")
 
 
 def _one(result):
@@ -91,12 +43,51 @@ def _one(result):
     return True
 
 
-def run_all(quick=False):
+def run_all(tier="full", quick=False):
+    """tools/lab test: the stages of the tier; prints the summary and
+    returns the exit status."""
     t = Tally()
-    if os.geteuid() == 0:
+    if tier == "unit":
+        from ..build import ownsrc
+        t.stage("our unit tests (meson test --suite unit, no root)", ownsrc.test_unit)
+        return t.summary()
+    root = os.geteuid() == 0
+    if root:
         t.stage("setup (deb-src entries, packages, pinned sources)", sources.setup)
     else:
-        print("lab: not root: skipping setup, the lab daemon and integration tests need root")
+        # Without root nothing of the lab can run: that is a failed stage,
+        # not a skip (--tier unit is the run that needs no root).
+        t.stage("root (the lab daemon, the guests and the setup need it; "
+                "--tier unit does not)", _need_root)
+        return t.summary()
+    if tier == "full":
+        _patch_and_package_checks(t)
+    built = _builds(t, tier)
+    if tier == "full":
+        _libvirt_suites(t, built, quick)
+    from ..build import ownsrc
+    t.stage("our tests (meson test)", ownsrc.test)
+    if tier == "full":
+        _package_and_hosts(t, built, quick)
+        if stack.read_series(stacks.get("kernel").dir):
+            t.stage("kernel selftests in QEMU (patched)", kernel_selftests)
+    return t.summary()
+
+
+def _need_root():
+    from ..common import LabError
+    raise LabError("not root")
+
+
+def kernel_selftests():
+    """The kernel selftests stage.  Its module is imported here, inside the
+    stage: a module that cannot be imported fails the stage (and the run),
+    it does not drop it."""
+    from . import kselftest
+    return kselftest.run("patched")
+
+
+def _patch_and_package_checks(t):
     for s in stacks.known():
         t.stage(f"{s.key} series: lint and apply in order",
                 lambda d=s.dir: stack.check(d))
@@ -108,24 +99,39 @@ def run_all(quick=False):
         elif s.package == "linux":
             t.stage(f"{s.key} package: series on Debian's patched linux tree, flavour config",
                     lambda d=s.dir: _one(kpackage.quick_check(d)))
-    from ..build import libvirt, kernel, ownsrc
+
+
+def _builds(t, tier):
+    """The builds every tier but unit needs; the kernel series' checks in
+    the full tier.  Returns whether libvirt built."""
+    from ..build import libvirt, kernel
     from ..lab import guest
     lab = stacks.lab_libvirt()
-    # The daemon's stack keeps the historical stage names when it is libvirt's
-    # default stack; another one is named.
-    which = "" if lab.default else f" ({lab.key})"
-    built = t.stage(f"build libvirt{which}", lambda: libvirt.build()) is not None
+    built = t.stage(f"build libvirt{_which(lab)}", lambda: libvirt.build()) is not None
     t.stage("build kernel", lambda: kernel.build(patched=True))
-    # The kernel series' checkpatch --strict, and its config matrix resolved
-    # (the matrix builds are 'tools/lab check kernel --config-matrix').
-    from ..build import kcheck
-    t.stage("kernel series: checkpatch --strict (kernel-patches/checkpatch.accepted)",
-            lambda: _one(kcheck.checkpatch()))
-    t.stage("kernel config matrix: each configuration resolves as its fragment asks",
-            lambda: _one(kcheck.configure_matrix()))
+    if tier == "full":
+        # The kernel series' checkpatch --strict, and its config matrix resolved
+        # (the matrix builds are 'tools/lab check kernel --config-matrix').
+        from ..build import kcheck
+        t.stage("kernel series: checkpatch --strict (kernel-patches/checkpatch.accepted)",
+                lambda: _one(kcheck.checkpatch()))
+        t.stage("kernel config matrix: each configuration resolves as its fragment asks",
+                lambda: _one(kcheck.configure_matrix()))
     t.stage("build guest initramfs", guest.build_initramfs)
+    return built
+
+
+def _which(lab):
+    """The daemon's stack keeps the historical stage names when it is
+    libvirt's default stack; another one is named."""
+    return "" if lab.default else f" ({lab.key})"
+
+
+def _libvirt_suites(t, built, quick):
+    from ..build import libvirt
+    lab = stacks.lab_libvirt()
     if built and not quick:
-        t.stage(f"libvirt's own test suite and syntax-check{which}",
+        t.stage(f"libvirt's own test suite and syntax-check{_which(lab)}",
                 lambda: libvirt.test_suite(syntax_check=True))
     # The other libvirt bases: kept building and passing libvirt's own unit
     # suite (under a minute once built); their syntax-check only in a full run.
@@ -137,41 +143,37 @@ def run_all(quick=False):
             continue
         t.stage(f"{other.key}: libvirt's own test suite" + ("" if quick else " and syntax-check"),
                 lambda s=other: libvirt.test_suite(syntax_check=not quick, stack=s))
-    t.stage("our tests (meson test)", ownsrc.test)
+
+
+def _package_and_hosts(t, built, quick):
     # unsteal's own Debian package: small enough to build in full (its tests,
     # lintian clean, installed with apt in a fresh Debian 13 root).
-    if os.geteuid() == 0:
-        from ..package import upackage
-        t.stage("unsteal package: build with its tests, lintian, install check (Debian 13)",
-                upackage.build_and_check)
+    from ..package import upackage
+    t.stage("unsteal package: build with its tests, lintian, install check (Debian 13)",
+            upackage.build_and_check)
     # The same libvirt integration tests on the hosts of the matrix: a
     # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and
     # without machined), v2 without systemd, v1 under systemd and v1 with
     # cpu,cpuacct co-mounted (docs/testhost.md).
-    if built and os.geteuid() == 0 and not quick:
-        from . import testhost
-        image = t.stage("test host: Debian 13 image with our libvirt, our kernel",
-                        testhost.test_build)
-        if image is not None:
-            # Two rows at a time (testhost.lanes()); each is then counted
-            # as a stage of its own, in the order they were started.
-            outcomes = t.stage(f"test host matrix: {len(testhost.LONGEST_FIRST)} rows",
-                               lambda: testhost.test_rows(testhost.LONGEST_FIRST))
-            for v in testhost.LONGEST_FIRST if outcomes is not None else []:
-                t.stage(f"test host {v}: libvirt integration tests "
-                        f"({', '.join(testhost.tests_in_host(v))})",
-                        lambda v=v: testhost.row_verdict(v, outcomes[v]))
-            # The scale benchmark's smoke run ('tools/lab bench scale' is
-            # the benchmark): 4 CPUs in 2 nodes, the trace-based idle steal
-            # checked against the kernel, every layout measured once.
-            from . import scalehost
-            t.stage("bench scale: smoke run on a 4-CPU, 2-node test host",
-                    scalehost.test_smoke)
-    if stack.read_series(stacks.get("kernel").dir):
-        try:
-            from . import kselftest
-        except ImportError:
-            kselftest = None
-        if kselftest:
-            t.stage("kernel selftests in QEMU (patched)", lambda: kselftest.run("patched"))
-    return t.summary()
+    if not built or quick:
+        if not built:
+            step("test: no test host: libvirt did not build (its stage failed above)")
+        return
+    from . import testhost
+    image = t.stage("test host: Debian 13 image with our libvirt, our kernel",
+                    testhost.test_build)
+    if image is None:
+        return
+    # Two rows at a time (testhost.lanes()); each is then counted as a
+    # stage of its own, in the order they were started.
+    outcomes = t.stage(f"test host matrix: {len(testhost.LONGEST_FIRST)} rows",
+                       lambda: testhost.test_rows(testhost.LONGEST_FIRST))
+    for v in testhost.LONGEST_FIRST if outcomes is not None else []:
+        t.stage(f"test host {v}: libvirt integration tests "
+                f"({', '.join(testhost.tests_in_host(v))})",
+                lambda v=v: testhost.row_verdict(v, outcomes[v]))
+    # The scale benchmark's smoke run ('tools/lab bench scale' is the
+    # benchmark): 4 CPUs in 2 nodes, the trace-based idle steal checked
+    # against the kernel, every layout measured once.
+    from . import scalehost
+    t.stage("bench scale: smoke run on a 4-CPU, 2-node test host", scalehost.test_smoke)
