@@ -2,22 +2,23 @@
 """tools/lab test: every test the project has, ending with 'N passed, N failed,
 N skipped' (tally.py); --tier unit and --tier lab run a part of it (TIERS).
 
-Stages, in order: setup; the patch checks of every stack (every patch lints
-clean and applies in order); the packaging checks (each libvirt stack's
-Debian source package assembles with the series on Debian's own patches; the
-kernel series applies on Debian's patched linux tree and the flavour's config
-has what it needs; the full package builds are 'tools/lab package', not
-tests); the builds; the kernel series' checkpatch --strict and its config
-matrix, resolved (built by 'tools/lab check kernel --config-matrix');
-libvirt's own test suite and syntax-check on the patched
+The full tier's stages, in order (lab: setup, the builds and our meson
+tests; unit: only the unit suite, without root): setup; the patch checks of
+every stack (every patch lints clean and applies in order); the packaging
+checks (each libvirt stack's Debian source package assembles with the series
+on Debian's own patches; the kernel series applies on Debian's patched linux
+tree and the flavour's config has what it needs; the full package builds are
+'tools/lab package', not tests); the builds; the kernel series' checkpatch
+--strict and its config matrix, resolved (built by 'tools/lab check kernel
+--config-matrix'); libvirt's own test suite and syntax-check on the patched
 tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
 and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
 the lab daemon); unsteal's own Debian package, built and installed; the
-libvirt integration tests again inside the test host,
-on each row of the host matrix (tools/lablib/testing/testhost.py), and the
-scale benchmark's smoke run in it (scalehost.py); the kernel
-selftests in QEMU once the kernel series has patches.
+libvirt integration tests again inside the test host, on each row of the
+host matrix (tools/lablib/testing/testhost.py), and the scale benchmark's
+smoke run in it (scalehost.py); the kernel selftests in QEMU once the kernel
+series has patches.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
 against the Debian 12 port instead (the 11.3.0 stack then gets the short
