@@ -30,10 +30,9 @@ def main(t):
              for v in ph["threads"].values()),
          "per-host: every vCPU thread in the shared group",
          {k: v["cgroup"] for k, v in ph["threads"].items()})
-    t.ok(pd["ratio"] is not None and pd["ratio"] <= 0.75,
-         f"per-domain: large/small per-vCPU ratio {pd['ratio']:.2f} <= 0.75")
-    t.ok(ph["ratio"] is not None and ph["ratio"] >= 0.8,
-         f"per-host: large/small per-vCPU ratio {ph['ratio']:.2f} >= 0.8")
+    t.bound(pd["ratio"], 0.75, f"per-domain: large/small per-vCPU ratio {pd['ratio']:.2f} <= 0.75")
+    t.bound(ph["ratio"], 0.8, f"per-host: large/small per-vCPU ratio {ph['ratio']:.2f} >= 0.8",
+            above=True)
     labtest.check_bench_cleanup(t, mount)
 
 

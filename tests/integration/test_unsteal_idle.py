@@ -16,10 +16,11 @@ CPU sits idle, a placement problem that software fixes (unpinning).
   unsteal's window;
 - idle steal >= 10 % for each pinned vCPU once the host's idle time is at
   least 25 % (CPU 1 at least half idle; with CPU 1 fully idle it is about
-  25 %), and the host summary >= 0.2 vCPU of idle steal.  Other
-  sessions' load on this shared host can keep CPU 1 busy: the test tries
-  up to 10 windows of 3 s and reports these checks as SKIP with the
-  measured idle time if none had 25 %.
+  25 %), and the host summary >= 0.2 vCPU of idle steal.  Other load on
+  the host can keep CPU 1 busy: the test measures up to 10 windows of 3 s
+  and takes the first with 25 % idle; when none had, these checks fail
+  with the idle time of each window (a host that never leaves a CPU a
+  quarter idle cannot show idle steal; the checks are not skipped).
 
 Then both are unpinned and a busy 2-vCPU guest joins: four busy vCPUs on
 two CPUs (more runnable vCPUs than CPUs).  In three windows of 3 s every
@@ -75,11 +76,15 @@ def main(t):
         daemon.virsh(["vcpupin", n, "0", "0", "--live"], capture=True)
     time.sleep(1)
 
-    rep, idle = None, {}
+    rep, idle, seen = None, {}, []
     for _ in range(WINDOWS):
         p, rep, idle = window()
-        if p.returncode != 0 or not rep or rep["host"]["idle_pct"] >= IDLE_NEEDED:
+        if p.returncode != 0 or not rep:
             break
+        seen.append(rep["host"]["idle_pct"])
+        if rep["host"]["idle_pct"] >= IDLE_NEEDED:
+            break
+    print(f"# host idle in the windows measured: {seen} % (needed {IDLE_NEEDED} %)", flush=True)
     if not t.ok(p.returncode == 0 and rep, "unsteal report --connect prints a report",
                 p.stderr):
         return
@@ -98,20 +103,16 @@ def main(t):
         t.ok(v["allowed_idle_pct"] <= 5, f"{n}: its allowed CPU 0 is (nearly) never idle", v)
         t.ok(abs(v["idle_steal_pct"] - v["steal_pct"] * host_idle / 100) <= 0.5,
              f"{n}: idle steal = steal x host idle", v)
-        if host_idle >= IDLE_NEEDED:
-            t.ok(v["idle_steal_pct"] >= 10,
-                 f"{n}: pinned next to an idle CPU, it shows idle steal >= 10 %",
-                 f"{v}; host idle {host_idle} %")
-        else:
-            t.skip(f"{n}: pinned next to an idle CPU, it shows idle steal >= 10 %",
-                   f"other load kept the host {100 - host_idle:.0f} % busy "
-                   f"(cpu1 idle {idle.get('cpu1', 0):.0f} %) in {WINDOWS} windows")
-    if host_idle >= IDLE_NEEDED:
-        t.ok(rep["host"]["idle_steal_vcpus"] >= 0.2,
-             "the host summary has >= 0.2 vCPU of idle steal", rep["host"])
-    else:
-        t.skip("the host summary has >= 0.2 vCPU of idle steal",
-               f"host idle only {host_idle} %")
+        what = f"{n}: pinned next to an idle CPU, it shows idle steal >= 10 %"
+        t.ok(host_idle >= IDLE_NEEDED and v["idle_steal_pct"] >= 10, what,
+             f"{v}; host idle {host_idle} % (cpu1 idle {idle.get('cpu1', 0):.0f} %); "
+             f"idle in the {len(seen)} windows measured: {seen} %, {IDLE_NEEDED} % needed")
+        t.margin(v["idle_steal_pct"], 10, what, above=True, unit="%")
+    what = "the host summary has >= 0.2 vCPU of idle steal"
+    t.ok(host_idle >= IDLE_NEEDED and rep["host"]["idle_steal_vcpus"] >= 0.2, what,
+         f"{rep['host']}; idle in the windows measured: {seen} %")
+    t.margin(rep["host"]["idle_steal_vcpus"], 0.2, what, above=True, unit="vCPUs")
+    t.margin(host_idle, IDLE_NEEDED, "the window's host idle time", above=True, unit="%")
 
     # Contention: unpin, then four busy vCPUs on two CPUs.
     for n in (a, b):

@@ -80,24 +80,25 @@ def main(t):
         raw = (s1[(n, i)][1] - s0[(n, i)][1]) / (wall * 1e9) * 100
         lwall = d1[n][0] - d0[n][0]
         lv = (d1[n][1][i] - d0[n][1][i]) / (lwall * 1e9) * 100
-        t.ok(abs(v["steal_pct"] - raw) <= 10,
-             f"{n} vCPU {i}: steal within 10 points of raw schedstat",
-             f"unsteal {v['steal_pct']:.1f} %, schedstat {raw:.1f} %")
-        t.ok(abs(v["steal_pct"] - lv) <= 10,
-             f"{n} vCPU {i}: steal within 10 points of libvirt's vcpu.{i}.delay",
-             f"unsteal {v['steal_pct']:.1f} %, libvirt {lv:.1f} %")
+        t.bound(abs(v["steal_pct"] - raw), 10,
+                f"{n} vCPU {i}: steal within 10 points of raw schedstat",
+                unit="points", figure=f"unsteal {v['steal_pct']:.1f} %, schedstat {raw:.1f} %")
+        t.bound(abs(v["steal_pct"] - lv), 10,
+                f"{n} vCPU {i}: steal within 10 points of libvirt's vcpu.{i}.delay",
+                unit="points", figure=f"unsteal {v['steal_pct']:.1f} %, libvirt {lv:.1f} %")
 
     t.eq(doms[busy]["class"], "busy", "the contended busy guest is classified busy")
     t.eq(doms[idle]["class"], "idle", "the idle guest is classified idle")
-    t.ok(doms[busy]["busy_steal_pct"] > 0, "the contended busy guest shows busy steal",
-         doms[busy])
+    t.bound(doms[busy]["busy_steal_pct"], 0, "the contended busy guest shows busy steal",
+            above=True, strict=True, unit="%", detail=doms[busy])
     t.eq(doms[busy]["placement"], "shared", "the default guest's vCPUs are in the shared group")
     # a vCPU quota alone: groups of its own nested in the shared group on
     # cgroup v1, its own groups on v2
     t.eq(doms[tuned]["placement"], "own" if vcpucg.V2 else "nested",
          "the guest with a quota is where the rule puts it")
     thr = doms[tuned]["throttle"] or {}
-    t.ok(thr.get("throttled", 0) > 0, "the quota-limited guest is reported as throttled", thr)
+    t.bound(thr.get("throttled", 0), 0, "the quota-limited guest is reported as throttled",
+            above=True, strict=True, figure="periods throttled", detail=thr)
 
 
 labtest.run(main)

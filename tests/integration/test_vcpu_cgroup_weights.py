@@ -130,9 +130,11 @@ def main(t):
     names = small + [noisy]
 
     base, spread, _ = measure_shares(names, noisy)
-    t.ok(abs(base[noisy] - 2 / 6) <= 2 / 6 * 0.12,
-         f"defaults: noisy gets 2/6 of the CPU time ({base[noisy]:.3f})")
-    t.ok(spread <= EQUAL, f"defaults: the small guests get equal CPU time ({spread:.2f})")
+    t.bound(abs(base[noisy] - 2 / 6), 2 / 6 * 0.12,
+            f"defaults: noisy gets 2/6 of the CPU time ({base[noisy]:.3f})",
+            figure=f"noisy {base[noisy]:.3f} from 0.333")
+    t.bound(spread, EQUAL, f"defaults: the small guests get equal CPU time ({spread:.2f})",
+            figure="max/min")
 
     half = D // 2
     cases = [
@@ -163,14 +165,16 @@ def main(t):
             # load of 1023, as a spinning one does, though it runs a fifth
             # of the time.  'tools/lab bench mixed' records where they
             # ran; docs/performance.md "Mixed hosts".)
-            t.ok(spread <= EQUAL, f"{what}: the small guests get equal CPU time ({spread:.2f})")
+            t.bound(spread, EQUAL, f"{what}: the small guests get equal CPU time ({spread:.2f})",
+                    figure="max/min")
         if check == "unchanged":
-            t.ok(abs(frac - base[noisy]) <= base[noisy] * UNCHANGED,
-                 f"{what}: noisy's CPU time within {UNCHANGED * 100:.0f} % "
-                 f"({base[noisy]:.3f} -> {frac:.3f})")
+            t.bound(abs(frac - base[noisy]), base[noisy] * UNCHANGED,
+                    f"{what}: noisy's CPU time within {UNCHANGED * 100:.0f} % "
+                    f"({base[noisy]:.3f} -> {frac:.3f})",
+                    figure=f"noisy {frac:.3f} from {base[noisy]:.3f}")
         if check in ("unchanged", "capped"):
-            t.ok(frac <= base[noisy] * NEVER_MORE,
-                 f"{what}: a cap never raises noisy's CPU time ({base[noisy]:.3f} -> {frac:.3f})")
+            t.bound(frac, base[noisy] * NEVER_MORE, f"{what}: a cap never raises noisy's "
+                    f"CPU time ({base[noisy]:.3f} -> {frac:.3f})")
         if check == "capped":
             # The cap in CPUs: each of the 2 vCPUs runs quota per period;
             # and it binds: an uncapped noisy on a host busy with other
@@ -180,18 +184,24 @@ def main(t):
             t.ok(abs(cpus - cap) <= cap * CAP_WITHIN and frac <= base[noisy] * BINDS,
                  f"{what}: noisy is held at its cap ({cap:.2f} CPUs, got {cpus:.3f}; "
                  f"{frac / base[noisy]:.2f} of its share before)")
+            t.margin(abs(cpus - cap), cap * CAP_WITHIN,
+                     f"{what}: noisy is held at its cap, in CPUs", unit="CPUs",
+                     figure=f"{cpus:.3f} from {cap:.2f}")
+            t.margin(frac, base[noisy] * BINDS,
+                     f"{what}: noisy is held at its cap, as a fraction of the guests' CPU time",
+                     figure=f"{frac / base[noisy]:.2f} of its share before, {base[noisy]:.3f}")
         if check == "lower":
-            t.ok(frac <= base[noisy] * 0.75,
-                 f"{what}: half the default weight lowers noisy by a quarter or more "
-                 f"({base[noisy]:.3f} -> {frac:.3f})")
+            t.bound(frac, base[noisy] * 0.75,
+                    f"{what}: half the default weight lowers noisy by a quarter or more "
+                    f"({base[noisy]:.3f} -> {frac:.3f})")
         if cputune and "shares" in cputune:
             dom = vcpucg.domain_group(noisy)
             t.eq(labtest.cgroup_value("cpu", dom, "cpu.shares"), cputune["shares"],
                  f"{what}: noisy's own group weighs its cpu_shares")
         if want is not None and (want >= 0.2 or not TCG_CPUS):
-            t.ok(abs(frac - want) <= want * 0.12,
-                 f"{what}: noisy gets {want:.3f} of the CPU time, as stock libvirt gives it "
-                 f"(got {frac:.3f})")
+            t.bound(abs(frac - want), want * 0.12,
+                    f"{what}: noisy gets {want:.3f} of the CPU time, as stock libvirt gives it "
+                    f"(got {frac:.3f})", figure=f"noisy {frac:.3f} from {want:.3f}")
         elif want is not None:
             print(f"# {what}: TCG CPUs, not compared: noisy {frac:.3f}, the rule {want:.3f}",
                   flush=True)
