@@ -201,4 +201,82 @@ ok(ev == [(1.5, 0, "wakeup", C, 1), (2.5, 1, "switch", C, "D", 0)],
 window, _, _ = idlesteal.replay([], {A: {0}}, (0,))
 ok(window == 0.0, "an empty trace gives an empty window", window)
 
+# 9. check_window: a trace that lost events is refused, naming the CPU.
+#    A runs on CPU 0 for the whole 10 s; B runs on CPU 1 for half a second
+#    after each of three wake-ups (1, 3 and 5 s), CPU 1 idle otherwise.
+#    The lossy trace lacks CPU 1's switches away from idle (as on a 16-CPU
+#    guest, whose CPUs other than 0 left idle without a trace): its
+#    replay has B waiting beside idle CPU 1 while it actually ran.
+
+
+def check(lines, cpus=(0, 1), schedstat=None, tolerance=0.02):
+    events = idlesteal.parse(lines)
+    window, totals, _ = idlesteal.replay(events, {A: {0, 1}, B: {0, 1}}, cpus)
+    return idlesteal.check_window(events, window, totals, cpus, schedstat, tolerance)
+
+
+whole = [switch(0.0, 0, OTHER, "S", A), switch(0.0, 1, OTHER, "S", 0)]
+lossy = list(whole)
+for t0 in (1.0, 3.0, 5.0):
+    whole += [wakeup(t0, 1, B, 1), switch(t0, 1, 0, "R", B), switch(t0 + 0.5, 1, B, "S", 0)]
+    lossy += [wakeup(t0, 1, B, 1), switch(t0 + 0.5, 1, B, "S", 0)]
+whole.append(switch(10.0, 0, A, "S", 0))
+lossy.append(switch(10.0, 0, A, "S", 0))
+truth = {A: (10.0, 0.0), B: (1.5, 0.0)}
+
+_, t, _ = run(lossy, {A: {0, 1}, B: {0, 1}})
+ok(near(t[B]["wait"], 1.5) and near(t[B]["idle_wait"], 1.5),
+   "the lossy trace's replay: B's 1.5 s of running count as idle steal", t[B])
+reasons = check(lossy)
+ok(len(reasons) == 1 and reasons[0].startswith("CPU 1: 4 switches to idle, 0 from idle")
+   and "lost idle exits" in reasons[0],
+   "a CPU with switches into idle and none out of it is refused, named, with its counts",
+   reasons)
+reasons = check(lossy, schedstat=truth)
+ok(any(r.startswith("CPU 1:") for r in reasons)
+   and any(r.startswith(f"thread {B}: wait 1.500 s by the trace, 0.000 s by schedstat")
+           for r in reasons)
+   and not any(r.startswith(f"thread {A}") for r in reasons),
+   "with schedstat, the thread whose wait the trace invented is refused too", reasons)
+
+_, t, _ = run(whole, {A: {0, 1}, B: {0, 1}})
+ok(near(t[B]["run"], 1.5) and near(t[B]["wait"], 0.0),
+   "the whole trace's replay: B runs 1.5 s and never waits", t[B])
+ok(check(whole) == [], "the whole trace passes", check(whole))
+ok(check(whole, schedstat=truth) == [], "the whole trace agrees with schedstat: it passes",
+   check(whole, schedstat=truth))
+traces = {"idle_cpu1": (idle_cpu1, (0, 1)), "busy": (busy, (0, 1)), "apart": (apart, (0, 1)),
+          "resolve": (resolve, (0, 1)), "near_far": (near_far, (0, 1, 2, 3)),
+          "start_events": (start_events, (0, 1))}
+bad = {name: check(lines, cpus) for name, (lines, cpus) in traces.items() if check(lines, cpus)}
+ok(not bad, "every other constructed trace of this file passes", bad)
+
+# 10. Schedstat: the replay's run and wait must be within 2 % of the
+#     window of the kernel's (10 s window: 0.2 s).
+reasons = check(whole, schedstat={A: (10.0, 0.0), B: (1.5, 0.3)})
+ok(len(reasons) == 1 and reasons[0].startswith(f"thread {B}: wait 0.000 s by the trace, "
+                                               "0.300 s by schedstat: 0.030 of the 10.000 s "
+                                               "window apart (more than 0.020)"),
+   "a wait 3 % of the window away from schedstat is refused, naming the thread", reasons)
+reasons = check(whole, schedstat={A: (9.7, 0.0), B: (1.5, 0.0)})
+ok(len(reasons) == 1 and reasons[0].startswith(f"thread {A}: run 10.000 s by the trace"),
+   "so is a run time 3 % away", reasons)
+reasons = check(whole, schedstat={A: (9.85, 0.1), B: (1.6, 0.15)})
+ok(reasons == [], "run and wait within 2 % of the window pass", reasons)
+ok(check(whole, schedstat={A: (9.7, 0.0), B: (1.5, 0.3)}, tolerance=0.05) == [],
+   "the tolerance is the caller's")
+
+# 11. Other losses: a CPU that never switched (no window), and a lost
+#     switch between two threads (the next switch is out of a task the
+#     CPU no longer ran).
+reasons = check(whole, cpus=(0, 1, 2))
+ok(len(reasons) == 1 and reasons[0].startswith("CPU 2: no switch in the trace"),
+   "a CPU without a switch is refused: the replay has no window", reasons)
+gap = [line for line in idle_cpu1 if "4.000000" not in line]
+reasons = check(gap)
+ok(len(reasons) == 1 and reasons[0].startswith(f"CPU 0: 1 switch out of a task it was not "
+                                               f"running (first at 10.000000 s: out of pid {B} "
+                                               f"after a switch to pid {A})"),
+   "a lost switch between threads is refused, naming the CPU and where", reasons)
+
 sys.exit(tap.end())

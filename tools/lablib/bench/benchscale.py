@@ -21,6 +21,14 @@ idle steal of every vCPU thread: the time it was runnable and waiting
 while a CPU it may run on was idle, split into own, near and far by where
 that CPU was (idlesteal.py).  Share and steal come from /proc/PID/task/TID/schedstat.
 
+A window whose trace cannot be trusted is refused (idlesteal.check_window:
+a CPU whose switches into and out of idle do not add up, a lost switch,
+or a thread whose run or wait time by the trace is more than
+SCHEDSTAT_TOLERANCE of the window from its schedstat): its result has the
+reasons under 'refused' and None for every figure of the trace, which the
+medians and ranges leave out, and the guest prints them on a line of its
+own ('unsteal-bench: refused ...').
+
 Every result is printed as one line 'unsteal-bench: result JSON' on
 stdout, which the host reads from the serial console.
 
@@ -61,6 +69,13 @@ TUNINGS = {
 BOOT_TUNINGS = {"idle-poll": "idle=poll"}
 TRACE_BUFFER_KB = 4096     # per CPU
 SETTLE = 2                 # seconds after a change of layout before a window
+# How far, as a share of the window, a thread's run and wait time by the
+# trace may be from its schedstat before the window is refused; on top of
+# it, the part of the trace's span that the schedstat sample did not cover
+SCHEDSTAT_TOLERANCE = 0.02
+# A thread's figures from the trace, None in a refused window
+TRACE_FIGURES = ("idle_steal", "idle_steal_own", "idle_steal_near", "idle_steal_far",
+                 "trace_wait")
 
 # A domain: (name, vCPUs, duty %, period ms, MiB each vCPU writes through).
 # Duty 100 is a busy vCPU; below 100 a vCPU runs duty % of each period and
@@ -151,34 +166,58 @@ def apply_tuning(domains, spec, tuning):
 
 def record_window(domains, rec, seconds):
     """One window: schedstat share and steal per vCPU thread, host idle
-    fraction, each thread's affinity, and the trace's lines."""
+    fraction, each thread's affinity, the seconds schedstat was sampled
+    over (within the trace's), and the trace's lines."""
     threads = {f"{d.name}/{i}": (d.proc.pid, tid) for d in domains for i, tid in enumerate(d.tids)}
     affinity = {tid: sorted(os.sched_getaffinity(tid)) for _, tid in threads.values()}
     i0, t0 = cpu_times()
     rec.start()
+    s0 = time.monotonic()
     res = measure.sample(threads, seconds)
+    sampled = time.monotonic() - s0
     lines = rec.stop()
     i1, t1 = cpu_times()
     idle = (i1 - i0) / (t1 - t0) if t1 > t0 else 0.0
     per_thread = {k: {"share": s, "steal": w, "tid": threads[k][1]} for k, (s, w) in res.items()}
-    return {"threads": per_thread, "host_idle": idle, "affinity": affinity}, lines
+    return {"threads": per_thread, "host_idle": idle, "affinity": affinity,
+            "sample_s": sampled}, lines
 
 
 def add_idle_steal(win, lines, ncpus, nodes=None):
     """The exact idle steal of every thread of a window, from its trace;
-    nodes: {cpu: node}, to split it into own, near and far (idlesteal.py)."""
+    nodes: {cpu: node}, to split it into own, near and far (idlesteal.py).
+
+    Returns why the trace cannot be trusted (idlesteal.check_window), []
+    if it can.  A refused window gets the reasons as win['refused'] and
+    None for the trace's figures (TRACE_FIGURES of each thread, the
+    window's trace_idle).  The threads' schedstat share and steal are
+    compared with the replay when the window says over how many seconds
+    they were sampled (sample_s, from record_window): those seconds lie
+    within the trace's span, so scaled to the span they may differ from
+    the replay by the rest of the span as well.  Without sample_s only the
+    trace itself is checked."""
     affinity = {int(t): set(c) for t, c in win.pop("affinity").items()}
-    span, totals, idle = idlesteal.replay(idlesteal.parse(lines), affinity, range(ncpus),
-                                          nodes)
+    sampled = win.pop("sample_s", None)
+    events = idlesteal.parse(lines)
+    span, totals, idle = idlesteal.replay(events, affinity, range(ncpus), nodes)
     win["trace_s"] = span
+    schedstat, tolerance = None, SCHEDSTAT_TOLERANCE
+    if sampled and span > 0:
+        schedstat = {v["tid"]: (v["share"] * span, v["steal"] * span)
+                     for v in win["threads"].values()}
+        tolerance += abs(span - sampled) / span
+    # An empty window (span 0) is refused too
+    refused = idlesteal.check_window(events, span, totals, range(ncpus), schedstat, tolerance)
     for v in win["threads"].values():
         t = totals[v["tid"]]
-        for key, secs in (("idle_steal", t.idle_wait), ("idle_steal_own", t.idle_wait_own),
-                          ("idle_steal_near", t.idle_wait_near),
-                          ("idle_steal_far", t.idle_wait_far), ("trace_wait", t.wait)):
-            v[key] = secs / span if span > 0 else 0.0
+        for key, secs in zip(TRACE_FIGURES, (t.idle_wait, t.idle_wait_own, t.idle_wait_near,
+                                             t.idle_wait_far, t.wait)):
+            v[key] = None if refused else secs / span
         v["est_idle_steal"] = v["steal"] * win["host_idle"]
-    win["trace_idle"] = sum(idle.values()) / (span * ncpus) if span > 0 else 0.0
+    win["trace_idle"] = None if refused else sum(idle.values()) / (span * ncpus)
+    if refused:
+        win["refused"] = refused
+    return refused
 
 
 def per_domain_shares(domains, threads):
@@ -188,13 +227,22 @@ def per_domain_shares(domains, threads):
 
 
 def window_summary(domains, win):
+    """A window's figures; a refused one (add_idle_steal) has None for the
+    trace's and its reasons under 'refused'."""
     t = win["threads"]
-    return {**summarise(domains, t),
-            **{k: sum(v[k] for v in t.values())
-               for k in ("est_idle_steal", "idle_steal_own", "idle_steal_near",
-                         "idle_steal_far")},
-            "host_idle": win["host_idle"], "trace_idle": win["trace_idle"],
-            "per_vcpu": per_domain_shares(domains, t)}
+    refused = win.get("refused")
+    if refused:     # summarise adds up idle_steal too; replaced by None below
+        t = {k: {**v, "idle_steal": 0.0} for k, v in t.items()}
+    out = {**summarise(domains, t),
+           **{k: None if refused and k != "est_idle_steal" else sum(v[k] for v in t.values())
+              for k in ("est_idle_steal", "idle_steal_own", "idle_steal_near",
+                        "idle_steal_far")},
+           "host_idle": win["host_idle"], "trace_idle": win["trace_idle"],
+           "per_vcpu": per_domain_shares(domains, t)}
+    if refused:
+        out["idle_steal"] = None
+        out["refused"] = refused
+    return out
 
 
 FIELDS = ("ratio", "jain", "steal", "idle_steal", "idle_steal_own", "idle_steal_near",
@@ -242,7 +290,12 @@ def run_mix(mount, mix, balancing, reps, seconds, settle, tuning="none"):
            "reps": [dict() for _ in range(reps)]}
     nodes = cpu_nodes()
     for r, lay, win, lines in windows:
-        add_idle_steal(win, lines, ncpus, nodes)
+        refused = add_idle_steal(win, lines, ncpus, nodes)
+        if refused:
+            emit("refused", f"{mix}, NUMA balancing {'on' if balancing else 'off'}, tuning "
+                            f"{tuning}, repetition {r + 1}, {lay}: the trace cannot be trusted, "
+                            "no idle steal for this window: " + "; ".join(refused[:5])
+                            + (f"; and {len(refused) - 5} more" if len(refused) > 5 else ""))
         out["reps"][r][lay] = {**window_summary(domains, win), "trace_s": win["trace_s"],
                                "threads": win["threads"]}
     out["median"], out["range"] = {}, {}

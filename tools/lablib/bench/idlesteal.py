@@ -31,6 +31,13 @@ placement or balancing miss within a node, one last-level cache here),
 nodes could use).  Time whose runqueue is unknown (a thread already
 waiting when the trace began, never seen switched out) is in none of
 the three.
+
+check_window() says whether a replayed window can be trusted at all: a
+trace that lost events (seen on a 16-CPU guest: its CPUs switched to the
+idle task 2,159 times and away from it 40 times) leaves CPUs idle and
+threads waiting in the replay that were neither, and the replay cannot
+tell.  The trace's own consistency per CPU, and the kernel's schedstat
+run and wait time of each thread where the caller has them, can.
 """
 
 import re
@@ -204,3 +211,76 @@ def summary(window, totals):
         return {"wait": 0.0, "idle_wait": 0.0, "run": 0.0}
     return {k: sum(getattr(t, k) for t in totals.values()) / window
             for k in ("wait", "idle_wait", "run")}
+
+
+def _count(n, one, many):
+    return f"{n} {one if n == 1 else many}"
+
+
+def check_window(events, window, totals, cpus=None, schedstat=None, tolerance=0.02):
+    """Why the figures replay() found for a window cannot be trusted: a list
+    of sentences, each naming the CPU or thread and the figures; empty when
+    nothing is wrong.
+
+    events and cpus are what replay() was given, window and totals what it
+    returned; schedstat, if known: {tid: (run s, wait s)}, the kernel's own
+    deltas (/proc/PID/task/TID/schedstat) over the same window.
+
+    - Every CPU must have switched tasks (else there is no window).
+    - On each CPU, switches to the idle task (next pid 0) and away from it
+      (prev pid 0) alternate, so their numbers differ by at most one; more
+      switches into idle than out of it is a trace that lost idle exits.
+    - On each CPU, every switch is out of the task the CPU's previous
+      switch ran (reported for a CPU whose idle switches add up).
+    - With schedstat, each of its threads' replayed run and wait time is
+      within tolerance x window of the kernel's."""
+    cpus = set(cpus) if cpus is not None else {ev[1] for ev in events}
+    into = dict.fromkeys(cpus, 0)
+    out_of = dict.fromkeys(cpus, 0)
+    ran = {}            # cpu -> the pid its last switch ran
+    unchained = {}      # cpu -> [switches whose prev was not that, the first one]
+    for ev in events:
+        if ev[2] != "switch" or ev[1] not in cpus:
+            continue
+        ts, cpu, _, prev, _, nxt = ev
+        if nxt == 0:
+            into[cpu] += 1
+        if prev == 0:
+            out_of[cpu] += 1
+        if cpu in ran and ran[cpu] != prev:
+            unchained.setdefault(cpu, [0, (ts, prev, ran[cpu])])[0] += 1
+        ran[cpu] = nxt
+
+    reasons = []
+    silent = sorted(cpus - set(ran))
+    if silent:
+        reasons.append(f"{'CPU' if len(silent) == 1 else 'CPUs'} "
+                       f"{', '.join(map(str, silent))}: no switch in the trace, so the "
+                       "replay has no window")
+    elif window <= 0:
+        reasons.append("the replay's window is empty")
+    for cpu in sorted(cpus):
+        if abs(into[cpu] - out_of[cpu]) > 1:
+            lost = "exits" if into[cpu] > out_of[cpu] else "entries"
+            reasons.append(f"CPU {cpu}: {_count(into[cpu], 'switch', 'switches')} to idle, "
+                           f"{out_of[cpu]} from idle: the trace lost idle {lost}")
+        elif cpu in unchained:
+            n, (ts, prev, expected) = unchained[cpu]
+            reasons.append(f"CPU {cpu}: {_count(n, 'switch', 'switches')} out of a task it "
+                           f"was not running (first at {ts:.6f} s: out of pid {prev} after "
+                           f"a switch to pid {expected}): the trace lost switches")
+
+    if schedstat and window > 0:
+        for tid in sorted(schedstat):
+            t = totals.get(tid)
+            if t is None:
+                reasons.append(f"thread {tid}: in schedstat but not in the replay")
+                continue
+            for what, traced, kernel in (("run", t.run, schedstat[tid][0]),
+                                         ("wait", t.wait, schedstat[tid][1])):
+                apart = abs(traced - kernel) / window
+                if apart > tolerance:
+                    reasons.append(f"thread {tid}: {what} {traced:.3f} s by the trace, "
+                                   f"{kernel:.3f} s by schedstat: {apart:.3f} of the "
+                                   f"{window:.3f} s window apart (more than {tolerance:.3f})")
+    return reasons

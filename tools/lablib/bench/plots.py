@@ -4,6 +4,7 @@
 matplotlib is installed from Debian (python3-matplotlib) on first use.
 """
 
+import math
 import os
 
 from ..common import step
@@ -133,11 +134,13 @@ def scale_idle_steal(results, path, layouts):
               for m in mixes]
     vals, errs = [], []
     for lay in layouts:
+        # No bar where every window was refused (benchscale.add_idle_steal):
+        # no median, no range
         med = [m["median"][lay]["idle_steal"] for m in mixes]
-        lo = [m["range"][lay]["idle_steal"][0] for m in mixes]
-        hi = [m["range"][lay]["idle_steal"][1] for m in mixes]
-        vals.append(med)
-        errs.append([[x - a for x, a in zip(med, lo)], [b - x for x, b in zip(med, hi)]])
+        rng = [m["range"][lay].get("idle_steal") for m in mixes]
+        vals.append([math.nan if x is None else x for x in med])
+        errs.append([[x - r[0] if r else 0.0 for x, r in zip(med, rng)],
+                     [r[1] - x if r else 0.0 for x, r in zip(med, rng)]])
     bars(path, f"idle steal, exact (median and range of {results['reps']} repetitions), "
                f"TCG {results['tcg']}-threaded", "vCPUs", groups, list(layouts), vals, errs,
          size=(11, 4.2))

@@ -223,10 +223,16 @@ def _rng(mix, lay, field, spec=".3f"):
 
 
 def domain_idle_steal(mix, lay, dom):
-    """The median over the repetitions of a domain's idle steal per vCPU."""
+    """The median over the repetitions of a domain's idle steal per vCPU;
+    refused windows (benchscale.add_idle_steal) left out, None if all were."""
     names = [f"{dom['name']}/{i}" for i in range(dom["vcpus"])]
-    return statistics.median(sum(rep[lay]["threads"][n]["idle_steal"] for n in names)
-                             / dom["vcpus"] for rep in mix["reps"])
+    xs = [sum(rep[lay]["threads"][n]["idle_steal"] for n in names) / dom["vcpus"]
+          for rep in mix["reps"] if not rep[lay].get("refused")]
+    return statistics.median(xs) if xs else None
+
+
+def _pct(x):
+    return fmt(None if x is None else x * 100, ".1f")
 
 
 def markdown(results):
@@ -255,7 +261,7 @@ def markdown(results):
                          f"{fmt(m.get('idle_steal_near'), '.3f')} / "
                          f"{fmt(m.get('idle_steal_far'), '.3f')} | "
                          f"{fmt(m['est_idle_steal'], '.3f')} | "
-                         f"{m['trace_idle'] * 100:.1f} % |")
+                         f"{_pct(m['trace_idle'])} % |")
     lines.append("")
     lines.append("Own / near / far: the idle steal during which the thread's own runqueue's "
                  "CPU was idle (wake-up latency), another CPU of its node was, or only CPUs "
@@ -268,6 +274,16 @@ def markdown(results):
     lines.append("")
     for p in results.get("problems", []):
         lines.append(f"**Problem:** {p}")
+    for mix in results["mixes"]:
+        for r, rep in enumerate(mix["reps"]):
+            for lay in LAYOUTS:
+                why = rep.get(lay, {}).get("refused")
+                if why:
+                    lines.append(f"**Refused** (the trace cannot be trusted, left out of the "
+                                 f"medians): {mix['mix']}, {mix.get('tuning', 'none')}, NUMA "
+                                 f"balancing {'on' if mix['numa_balancing'] else 'off'}, "
+                                 f"repetition {r + 1}, {lay}: " + "; ".join(why[:3])
+                                 + (f"; and {len(why) - 3} more" if len(why) > 3 else ""))
     for mix in results["mixes"]:
         lines.append(f"**{mix['mix']}**, NUMA balancing "
                      f"{'on' if mix['numa_balancing'] else 'off'}"
@@ -284,7 +300,7 @@ def markdown(results):
                 duty += f", {d['mem_mb']} MiB"
             lines.append(f"| {d['name']} | {d['vcpus']} | {duty} | "
                          + " | ".join(f"{mix['median'][lay]['per_vcpu'][d['name']] * 100:.1f} "
-                                      f"({domain_idle_steal(mix, lay, d) * 100:.1f})"
+                                      f"({_pct(domain_idle_steal(mix, lay, d))})"
                                       for lay in LAYOUTS) + " |")
         lines.append("")
     return "\n".join(lines)
