@@ -113,6 +113,12 @@ def _figure(x):
     return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.0f}"
 
 
+def within(value, limit, *, above=False, strict=False, **_):
+    """Whether a measured value is within its bound, as TAP.bound() judges
+    it (its other options are accepted and ignored)."""
+    return value is not None and bool(_BOUNDS[(above, strict)][1](value, limit))
+
+
 def _margin(value, limit, what, above, strict, unit, figure):
     """(whether value is within its bound, TAP.margin()'s line)."""
     sign, test = _BOUNDS[(above, strict)]
