@@ -13,9 +13,10 @@ below it (tests/tools/test_imports.py checks this against LAYERS):
   lab       the private daemons, the TCG guests, per-thread sampling
   bench     the benchmarks and the demo
   testing   the kernel selftests, the booted test host, tools/lab test
-  commands  the subcommands of tools/lab
+  commands  the command line of tools/lab: parser, commands, reference
 
-This file imports nothing: tools/lab loads config before anything else.
+This file imports nothing: tools/lab runs commands.main(), which loads
+config before it imports anything else.
 """
 
 LAYERS = ("config", "common", "results", "stack", "build", "package", "lab", "bench", "testing",

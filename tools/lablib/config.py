@@ -2,11 +2,11 @@
 """The lab's configuration, read from the environment once, and the modes
 of qemu.conf's vcpu_cgroup that the lab sets.
 
-The entry point (tools/lab, tests/integration/labtest.py, the unit tests'
-tap.py) calls load() before it imports the rest of lablib; every module
-asks get() for the one Config.  No other module reads the environment for
-configuration.  The variables are an interface that tests/meson.build and
-the test host's runner set (docs/lab.md):
+The entry point (tools/lab's commands.main(), tests/integration/labtest.py,
+the unit tests' tap.py) calls load() before it imports the rest of lablib;
+every module asks get() for the one Config.  No other module reads the
+environment for configuration.  The variables are an interface that
+tests/meson.build and the test host's runner set (docs/lab.md):
 
   UNSTEAL_BUILD           the build directory (default: _build in the checkout)
   UNSTEAL_CACHE           the download cache (default: $XDG_CACHE_HOME/unsteal,
