@@ -5,6 +5,8 @@ No root, no build: meson test's testlog.json is written here by hand in the
 shapes meson 1.0 writes (one JSON object per test, TAP output in 'stdout'),
 and tools/lab test's stages are replaced by stand-ins.
 
+- mesonlog.measured(): the '# margin:' and '# measured:' lines each test
+  printed, with its name (kept as JSON under _build/measurements/);
 - mesonlog.results(): OK and EXPECTEDFAIL pass; SKIP is counted as skipped
   with the reason of its TAP plan ('1..0 # SKIP ...'); FAIL, TIMEOUT, ERROR
   and a result meson did not have before fail; a passing TAP test's skipped
@@ -57,7 +59,9 @@ ok(whole is None and checks == [Skip("cpuset pinning", "no cpuset controller"),
    "skipped checks are found with their reasons, passed and failed ones are not", checks)
 
 d = testlog([
-    ("unsteal:unit / a", "OK", "ok 1 - x\nok 2 - y # SKIP no tracefs\n1..2\n"),
+    ("unsteal:unit / a", "OK", "ok 1 - x\n# margin: x: got 1.03, bound <= 1.25, margin 0.22\n"
+                               "# measured: noisy 0.985 of its share\n"
+                               "ok 2 - y # SKIP no tracefs\n1..2\n"),
     ("unsteal:unit / b", "EXPECTEDFAIL", ""),
     ("unsteal:integration / c", "SKIP", "1..0 # SKIP needs systemd-machined\n"),
     ("unsteal:integration / d", "FAIL", "not ok 1 - z\n1..1\n"),
@@ -76,6 +80,11 @@ ok(c.skipped == [Skip("unsteal:integration / c", "needs systemd-machined"),
 ok(any("SOMETHINGNEW" in w and "did not have" in w for w in c.why)
    and any(w.startswith("unsteal:integration / d: FAIL") for w in c.why),
    "each failed test says why", c.why)
+ok(mesonlog.measured(d) == [
+    {"source": "unsteal:unit / a", "kind": "margin",
+     "line": "x: got 1.03, bound <= 1.25, margin 0.22"},
+    {"source": "unsteal:unit / a", "kind": "measured", "line": "noisy 0.985 of its share"}],
+   "margin and measured lines are kept with their test's name", mesonlog.measured(d))
 try:
     mesonlog.results(os.path.join(WORK, "nothing-here"))
     ok(False, "no testlog.json is an error, not an empty pass")

@@ -75,6 +75,13 @@ ok(c.skipped == [Skip("vcpu_cgroup_v2", "the cpu controller is not on cgroup v2 
    and (c.passed, c.failed) == (1, 0),
    "a row's skipped program and skipped check are kept with their reasons", c)
 
+# The row's margin lines are kept in its result file, with their program.
+run(GOOD[:3] + ["# # margin: busy vCPUs run: got 0.98, bound >= 0.5, margin 0.48"] + GOOD[3:])
+saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
+ok(saved["measurements"] == [{"source": "lab_guest", "kind": "margin",
+                               "line": "busy vCPUs run: got 0.98, bound >= 0.5, margin 0.48"}],
+   "the result file keeps the row's margin lines with their program", saved["measurements"])
+
 bad = GOOD[:3] + ["# not ok 2 - busy vCPUs run", "not ok 1 - lab_guest"] + GOOD[5:]
 out, res = run(bad)
 ok(res == (0, 1), "a failed program fails the row", res)

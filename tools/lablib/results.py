@@ -36,6 +36,20 @@ class Counts:
                       self.skipped_checks + other.skipped_checks, self.why + other.why)
 
 
+# What a test prints about a measured figure (tests/integration/labtest.py):
+# '# margin: WHAT: got X ..., bound SIGN Y ..., margin Z ...' after a check
+# of a bound, '# measured: WHAT: ...' for a figure that is reported only;
+# nested once more ('# # ...') inside a test host row's TAP.
+MEASURE_RE = re.compile(r"^\s*#\s+(?:#\s+)?(margin|measured): (.*)$")
+
+
+def measurements(text, source):
+    """[{'source', 'kind', 'line'}] of the margin and measured lines in a
+    test's output, for the JSON tools/lab test keeps under _build/."""
+    return [{"source": source, "kind": m.group(1), "line": m.group(2).strip()}
+            for m in map(MEASURE_RE.match, text.splitlines()) if m]
+
+
 def tap_skips(text):
     """(the reason a TAP program skipped as a whole or None, [Skip] of its
     skipped checks) from its output."""

@@ -7,7 +7,7 @@ import os
 import re
 
 from ..common import LabError
-from ..results import Counts, Skip, tap_skips
+from ..results import Counts, Skip, measurements, tap_skips
 
 # meson's results, as testlog.json spells them
 PASSED = ("OK", "EXPECTEDFAIL")
@@ -31,20 +31,32 @@ def testlog(builddir):
     return os.path.join(builddir, "meson-logs", "testlog.json")
 
 
+def _tests(builddir):
+    path = testlog(builddir)
+    try:
+        with open(path) as fh:
+            return [json.loads(x) for x in fh if x.strip()]
+    except (OSError, ValueError) as e:
+        raise LabError(f"meson test left no readable {path}: {e}")
+
+
+def measured(builddir):
+    """The margin and measured lines every test of the last 'meson test'
+    printed (results.measurements()), each with its test's name."""
+    out = []
+    for t in _tests(builddir):
+        out += measurements(t.get("stdout") or "", t["name"])
+    return out
+
+
 def results(builddir):
     """Counts of the last 'meson test' in builddir, one unit per meson test,
     read from meson-logs/testlog.json (one JSON object per test).  A test
     that skipped is listed with the reason its TAP plan or its output gave;
     a TAP test's skipped checks are listed too.  A result this module does
     not know fails the test: nothing is dropped."""
-    path = testlog(builddir)
-    try:
-        with open(path) as fh:
-            lines = [json.loads(x) for x in fh if x.strip()]
-    except (OSError, ValueError) as e:
-        raise LabError(f"meson test left no readable {path}: {e}")
     out = Counts()
-    for t in lines:
+    for t in _tests(builddir):
         name, res, text = t["name"], t["result"], t.get("stdout") or ""
         whole, checks = tap_skips(text)
         if res in PASSED:

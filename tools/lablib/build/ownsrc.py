@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Our own meson project (src/ and tests/) built under _build/unsteal-build."""
 
+import json
 import os
 
 from ..common import BUILD, ROOT, LabError, run, step
@@ -31,6 +32,20 @@ def build(builddir=BUILDDIR, required=True):
     run(["ninja", "-C", builddir], env=env, log=os.path.join(BUILD, "logs", f"{name}.log"))
 
 
+MEASUREMENTS = os.path.join(BUILD, "measurements")
+
+
+def keep_measurements(rows, name):
+    """_build/measurements/NAME.json: the margins and measured figures of a
+    run (the gate's figures, which it reports and never fails on by
+    themselves; ci/README.md lists the smallest margins seen)."""
+    os.makedirs(MEASUREMENTS, exist_ok=True)
+    path = os.path.join(MEASUREMENTS, f"{name}.json")
+    with open(path, "w") as fh:
+        json.dump(rows, fh, indent=1)
+    step(f"tests: {len(rows)} margin and measured lines kept in {os.path.relpath(path, ROOT)}")
+
+
 def test_unit():
     """tools/lab test --tier unit: the unit suite in UNIT_BUILDDIR; no root,
     nothing of libvirt or the kernel built."""
@@ -49,6 +64,7 @@ def test(suites=None, builddir=BUILDDIR, required=True):
          f"log in {os.path.relpath(log, ROOT)})")
     p = run(cmd, check=False, log=log, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
     counts = mesonlog.results(builddir)
+    keep_measurements(mesonlog.measured(builddir), os.path.basename(builddir))
     with open(log) as fh:
         for line in fh:
             if " FAIL " in line or " TIMEOUT " in line or "ERROR" in line[:60]:

@@ -29,7 +29,7 @@ import threading
 import time
 
 from ..common import mkdirs
-from ..results import Skip
+from ..results import MEASURE_RE, Skip
 
 # Terminal control sequences (the firmware clears the screen, systemd sets
 # modes); they may precede a line of the guest's program.
@@ -93,6 +93,7 @@ class Outcome:
         self.splats = []            # kernel problem lines
         self.info = []              # what followed the marker, line by line
         self.records = collections.defaultdict(list)    # kept by Console.on_line
+        self.measured = []          # margin and measured lines (results.measurements())
         self.booted = False         # a marker line came
         self.up_at = None           # seconds after QEMU started of 'MARKER up'
         self.guest_uptime = None    # the guest's uptime then
@@ -163,6 +164,10 @@ def parse(out, line, t, console):
         if m.group(1) != "ok":
             out.detail_of = len(out.subresults) - 1
             out.details[out.detail_of] = []
+    m = MEASURE_RE.match(line)
+    if m:
+        out.measured.append({"source": out.program or "?", "kind": m.group(1),
+                             "line": m.group(2).strip()})
     if console.on_line and console.on_line(out, line):
         return
     if console.splat_re.search(line):

@@ -221,7 +221,7 @@ def _judge(variant, out, rel):
            "total_s": out.total, "programs": [[r.ok, r.name, r.skipped] for r in out.results],
            "skipped": skipped,
            "assertions_ok": sp, "assertions_not_ok": [list(s) for s in sf.values()],
-           "problems": problems}
+           "problems": problems, "measurements": out.measured}
     mkdirs(rel.dir)
     with open(os.path.join(rel.dir, f"result-{variant}.json"), "w") as fh:
         json.dump(res, fh, indent=1)
