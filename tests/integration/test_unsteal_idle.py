@@ -14,13 +14,17 @@ CPU sits idle, a placement problem that software fixes (unpinning).
   the rounding of the printed figures);
 - host idle_pct within 10 points of /proc/stat read by the test around
   unsteal's window;
-- idle steal >= 10 % for each pinned vCPU once the host's idle time is at
-  least 25 % (CPU 1 at least half idle; with CPU 1 fully idle it is about
-  25 %), and the host summary >= 0.2 vCPU of idle steal.  Other load on
-  the host can keep CPU 1 busy: the test measures up to 10 windows of 3 s
-  and takes the first with 25 % idle; when none had, these checks fail
-  with the idle time of each window (a host that never leaves a CPU a
-  quarter idle cannot show idle steal; the checks are not skipped).
+- idle steal >= 3 % for each pinned vCPU once the host's idle time is at
+  least 10 %, and the host summary's idle steal is the sum of the pinned
+  vCPUs' (within 0.02 vCPU, the rounding of the printed figures) and at
+  least 0.06 vCPU.  The host's idle time here is about 25 % (CPU 1 runs
+  the guests' other QEMU threads, libvirt and unsteal about half the
+  time): 25.15 % in this stop's clean-clone run, where the checks used to
+  ask for 25 % and were skipped below it.  Other load on the host can
+  keep CPU 1 busier: the test measures up to 10 windows of 3 s and takes
+  the first with 10 % idle; when none had, these checks fail with the
+  idle time of each window (a host that leaves no CPU idle cannot show
+  idle steal; the checks are not skipped).
 
 Then both are unpinned and a busy 2-vCPU guest joins: four busy vCPUs on
 two CPUs (more runnable vCPUs than CPUs).  In three windows of 3 s every
@@ -38,7 +42,11 @@ import labtest
 from labtest import daemon, guest
 
 UNSTEAL = labtest.CONFIG.unsteal_bin
-IDLE_NEEDED = 25.0
+IDLE_NEEDED = 10.0
+# Idle steal a pinned vCPU must show at IDLE_NEEDED: its steal (>= 30 %,
+# about 50 %) times the host's idle time, with room
+IDLE_STEAL_AT_LEAST = 3.0
+SUMMARY_AT_LEAST = 0.06
 WINDOWS = 10
 
 
@@ -103,15 +111,20 @@ def main(t):
         t.ok(v["allowed_idle_pct"] <= 5, f"{n}: its allowed CPU 0 is (nearly) never idle", v)
         t.ok(abs(v["idle_steal_pct"] - v["steal_pct"] * host_idle / 100) <= 0.5,
              f"{n}: idle steal = steal x host idle", v)
-        what = f"{n}: pinned next to an idle CPU, it shows idle steal >= 10 %"
-        t.ok(host_idle >= IDLE_NEEDED and v["idle_steal_pct"] >= 10, what,
+        what = f"{n}: pinned next to an idle CPU, it shows idle steal >= {IDLE_STEAL_AT_LEAST} %"
+        t.ok(host_idle >= IDLE_NEEDED and v["idle_steal_pct"] >= IDLE_STEAL_AT_LEAST, what,
              f"{v}; host idle {host_idle} % (cpu1 idle {idle.get('cpu1', 0):.0f} %); "
              f"idle in the {len(seen)} windows measured: {seen} %, {IDLE_NEEDED} % needed")
-        t.margin(v["idle_steal_pct"], 10, what, above=True, unit="%")
-    what = "the host summary has >= 0.2 vCPU of idle steal"
-    t.ok(host_idle >= IDLE_NEEDED and rep["host"]["idle_steal_vcpus"] >= 0.2, what,
+        t.margin(v["idle_steal_pct"], IDLE_STEAL_AT_LEAST, what, above=True, unit="%")
+    summary = rep["host"]["idle_steal_vcpus"]
+    pinned = sum(doms[n]["vcpu"][0]["idle_steal_pct"] for n in (a, b)) / 100
+    t.ok(abs(summary - pinned) <= 0.02,
+         "the host summary's idle steal is the pinned vCPUs' idle steal",
+         f"summary {summary} vCPUs, pinned vCPUs {pinned:.3f}")
+    what = f"the host summary has >= {SUMMARY_AT_LEAST} vCPU of idle steal"
+    t.ok(host_idle >= IDLE_NEEDED and summary >= SUMMARY_AT_LEAST, what,
          f"{rep['host']}; idle in the windows measured: {seen} %")
-    t.margin(rep["host"]["idle_steal_vcpus"], 0.2, what, above=True, unit="vCPUs")
+    t.margin(summary, SUMMARY_AT_LEAST, what, above=True, unit="vCPUs")
     t.margin(host_idle, IDLE_NEEDED, "the window's host idle time", above=True, unit="%")
 
     # Contention: unpin, then four busy vCPUs on two CPUs.
