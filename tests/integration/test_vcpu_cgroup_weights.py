@@ -17,13 +17,14 @@ relative to four default 1-vCPU domains:
   with other work cannot pass an uncapped noisy off as capped); no cap
   ever raises its CPU time (by more than 12 %, 15 % on TCG CPUs);
 - cpu_shares=S gives it S / (4 x D + S) of the CPU time (D = 1024 on
-  cgroup v1, 100 on v2; within 12 %), for S = 4 D everywhere and for
-  S = D / 2 where the host's CPUs are real; halving the default lowers its
-  CPU time by at least a quarter.  On the test host, whose CPUs are QEMU
-  TCG CPUs with coarse ticks, a domain weighing an eighth of its
-  competitors gets more than its share with either placement (0.120 stock,
-  0.133-0.143 per-host, against 0.111), so there the S = D / 2 figure is
-  printed, not compared;
+  cgroup v1, 100 on v2; within 12 %), for S = 4 D and S = D / 2 where the
+  host's CPUs are real; halving the default lowers its CPU time by at
+  least a quarter, four times the default raises it by at least a quarter.
+  On the test host, whose CPUs are QEMU TCG CPUs with coarse ticks, a
+  domain weighing an eighth of its competitors gets more than its share
+  with either placement (0.120 stock, 0.133-0.143 per-host, against
+  0.111), and four times its competitors' 0.504-0.539 against 0.500, so
+  there both figures are printed ('# measured:'), not compared;
 - the four default guests keep equal CPU time per vCPU (max/min at most
   1.25, 1.5 on TCG CPUs), except under the binding cap, where no fairness
   claim is made;
@@ -69,10 +70,14 @@ EQUAL = 1.5 if TCG_CPUS else 1.25
 NEVER_MORE = 1.15 if TCG_CPUS else 1.12
 # A binding cap: noisy's vCPUs in CPUs, within this of the cap, and its
 # fraction of the guests' CPU time at most BINDS of its share before (0.60
-# of 0.333 for a cap of 0.4 of 2 CPUs; read 0.61 on the development host,
-# 0.63-0.64 on the test host)
+# of 0.333 for a cap of 0.4 of 2 CPUs; read 0.60-0.61 on the development
+# host, 0.62-0.68 on the test host; an uncapped noisy reads 1.02)
 CAP_WITHIN = 0.12
-BINDS = 0.75
+BINDS = 0.85 if TCG_CPUS else 0.75
+# Four times the default weight raises noisy by at least this much (the
+# rule gives 0.500 from 0.333); on TCG CPUs the rule's figure itself is
+# printed, not compared: 0.504-0.539 read there, against 0.500
+RAISES = 1.25
 SECONDS = 3
 # After a move the scheduler's load averages take a few seconds to settle
 SETTLE = 3
@@ -158,13 +163,16 @@ def case_bounds(what, check, want, cputune, before, frac, spread, cpus):
     if check == "lower":
         out.append((frac, before * 0.75, f"{what}: half the default weight lowers noisy by a "
                     f"quarter or more ({before:.3f} -> {frac:.3f})", {}))
-    if want is not None and (want >= 0.2 or not TCG_CPUS):
+    if check == "higher":
+        out.append((frac, before * RAISES, f"{what}: four times the default weight raises "
+                    f"noisy by a quarter or more ({before:.3f} -> {frac:.3f})", {"above": True}))
+    if want is not None and (not TCG_CPUS or check == "back"):
         out.append((abs(frac - want), want * 0.12,
                     f"{what}: noisy gets {want:.3f} of the CPU time, as stock libvirt gives it "
                     f"(got {frac:.3f})", {"figure": f"noisy {frac:.3f} from {want:.3f}"}))
     elif want is not None:
-        print(f"# {what}: TCG CPUs, not compared: noisy {frac:.3f}, the rule {want:.3f}",
-              flush=True)
+        print(f"# measured: {what}: TCG CPUs, not compared: noisy {frac:.3f}, the rule "
+              f"{want:.3f}", flush=True)
     return out
 
 
@@ -214,7 +222,7 @@ def main(t):
         (f"cpu_shares={half}", [f"cpu_shares={half}", "vcpu_quota=-1"], {"shares": str(half)},
          half / (4 * D + half), "lower"),
         (f"cpu_shares={4 * D}", [f"cpu_shares={4 * D}"], {"shares": str(4 * D)},
-         4 * D / (4 * D + 4 * D), None),
+         4 * D / (4 * D + 4 * D), "higher"),
         ("defaults written back", [f"cpu_shares={D}", "vcpu_quota=-1"], None,
          base[noisy], "back"),
     ]
