@@ -122,7 +122,8 @@ def skips(out):
     for s in out.subresults:
         if s.ok and SKIP_RE.match(s.description):
             what, reason = split(s.description)
-            checks.append(Skip(f"{s.program or '?'}: {what}", reason))
+            checks.append(Skip(f"{s.program or '?'}: {what}" if what else (s.program or "?"),
+                               reason))
     return programs, checks
 
 

@@ -82,10 +82,15 @@ class Tally:
             if len(names) == 1:
                 lines.append(f"skipped check: {stage}: {names[0]}: {reason}")
                 continue
+            # a program that skipped many unnamed subtests: its name and count
+            counted = collections.Counter(names)
+            names = [n if counted[n] == 1 else f"{n} (x{counted[n]})"
+                     for n in dict.fromkeys(names)]
             shown = "; ".join(names[:NAMES_PER_REASON])
             more = f"; and {len(names) - NAMES_PER_REASON} more" \
                 if len(names) > NAMES_PER_REASON else ""
-            lines.append(f"skipped checks ({len(names)}): {stage}: {reason}: {shown}{more}")
+            lines.append(f"skipped checks ({sum(counted.values())}): {stage}: {reason}: "
+                         f"{shown}{more}")
         return lines
 
     def summary(self):
