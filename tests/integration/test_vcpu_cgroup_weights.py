@@ -26,7 +26,7 @@ relative to four default 1-vCPU domains:
   0.111), and four times its competitors' 0.504-0.539 against 0.500, so
   there both figures are printed ('# measured:'), not compared;
 - the four default guests keep equal CPU time per vCPU (max/min at most
-  1.25, 1.5 on TCG CPUs), except under the binding cap, where no fairness
+  1.45, 1.75 on TCG CPUs), except under the binding cap, where no fairness
   claim is made;
 - writing the defaults back brings it back to its share.
 
@@ -56,8 +56,9 @@ TCG_CPUS = labtest.CONFIG.testhost
 # compared between guests.  Each bound sits at least three times the
 # spread of the figure's recorded readings beyond their worst, so that
 # noise cannot cross it (ci/README.md lists the margins seen):
-# - the small guests' max/min: 1.01-1.16 on TCG CPUs (three clean-clone
-#   runs and two rows by hand), 1.01-1.06 on the development host;
+# - the small guests' max/min: 1.01-1.20 on TCG CPUs (three clean-clone
+#   runs, two rows by hand and the row of 2026-11-27), 1.01-1.12 on the
+#   development host (1.12 twice in one run of 2026-11-27);
 # - noisy after a cap that does not bind: 1.009-1.045 of its share before
 #   on TCG CPUs (its own group gets a little more than the per-host group
 #   there, as a light domain does, see docs/performance.md), 0.96-1.03 on
@@ -68,7 +69,7 @@ TCG_CPUS = labtest.CONFIG.testhost
 # TCG CPUs made the test take over 15 minutes in a test host row on a
 # slow machine, past the runner's limit then.
 WINDOWS = 3
-EQUAL = 1.5 if TCG_CPUS else 1.25
+EQUAL = 1.75 if TCG_CPUS else 1.45
 NEVER_MORE = 1.15 if TCG_CPUS else 1.12
 # A binding cap: noisy's vCPUs in CPUs, within this of the cap, and its
 # fraction of the guests' CPU time at most BINDS of its share before (0.60
