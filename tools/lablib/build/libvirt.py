@@ -8,7 +8,6 @@ side: stack KEY builds in _build/KEY-build and installs into _build/prefix
 see stacks.Stack.suffix).
 """
 
-import json
 import os
 import shutil
 
@@ -207,12 +206,8 @@ def _not_ok(bdir, names):
     """Of names, those that did not run and pass in the last meson test
     (a test that was skipped or left out of the build would not fail the
     suite)."""
-    ran = {}
-    with open(mesonlog.testlog(bdir)) as fh:
-        for line in fh:
-            if line.strip():
-                t = json.loads(line)
-                ran[t["name"].split(" / ")[-1].split(":")[-1]] = t["result"]
+    ran = {t["name"].split(" / ")[-1].split(":")[-1]: t["result"]
+           for t in mesonlog.tests(bdir)}
     return [n for n in names if ran.get(n) != "OK"]
 
 

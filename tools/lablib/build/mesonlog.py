@@ -31,7 +31,9 @@ def testlog(builddir):
     return os.path.join(builddir, "meson-logs", "testlog.json")
 
 
-def _tests(builddir):
+def tests(builddir):
+    """Every test of the last 'meson test' in builddir: testlog.json's
+    objects (name, result, stdout, ...)."""
     path = testlog(builddir)
     try:
         with open(path) as fh:
@@ -44,7 +46,7 @@ def measured(builddir):
     """The margin and measured lines every test of the last 'meson test'
     printed (results.measurements()), each with its test's name."""
     out = []
-    for t in _tests(builddir):
+    for t in tests(builddir):
         out += measurements(t.get("stdout") or "", t["name"])
     return out
 
@@ -56,7 +58,7 @@ def results(builddir):
     a TAP test's skipped checks are listed too.  A result this module does
     not know fails the test: nothing is dropped."""
     out = Counts()
-    for t in _tests(builddir):
+    for t in tests(builddir):
         name, res, text = t["name"], t["result"], t.get("stdout") or ""
         whole, checks = tap_skips(text)
         if res in PASSED:
