@@ -134,6 +134,15 @@ def main():
         ok(False, "check notices a stale cover letter")
     except LabError as e:
         ok("announces 3 patches" in str(e), "check notices a stale cover letter", e)
+    # The first patch may be a backport that keeps its upstream author: a
+    # work tree's commits are then the cover letter's sender's.
+    with open(cover, "w") as fh:
+        fh.write(text.replace("From: T <t@t.invalid>", "From: Series Owner <so@t.invalid>"))
+    wt = stack.ensure_worktree(d, force=True)
+    ident = subprocess.run(["git", "-C", wt, "var", "GIT_AUTHOR_IDENT"], check=True,
+                           capture_output=True, text=True).stdout
+    ok(ident.startswith("Series Owner <so@t.invalid> "),
+       "with a cover letter, work tree commits are authored by its sender", ident)
     os.unlink(cover)
 
     # A work tree created from the exported stack has the same commits.

@@ -168,11 +168,15 @@ def apply_series(stack_dir, wt, patches=None, on_applied=None):
 
 
 def _series_author(stack_dir):
-    """(name, email) of the series' first patch: a commit made in the work
-    tree is the series' own, not the lab's (the base commit uses GIT_ID)."""
-    patches = read_series(stack_dir)
-    if patches:
-        with open(os.path.join(stack_dir, patches[0]), errors="replace") as fh:
+    """(name, email) of the series' author: a commit made in the work tree is
+    the series' own, not the lab's (the base commit uses GIT_ID).  The cover
+    letter's From: when there is one, since the first patch may be a
+    backport that keeps its upstream author; else the first patch's."""
+    cover = os.path.join(stack_dir, COVER)
+    patches = [cover] if os.path.exists(cover) else \
+        [os.path.join(stack_dir, p) for p in read_series(stack_dir)[:1]]
+    for path in patches:
+        with open(path, errors="replace") as fh:
             hdrs = fh.read().partition("\n\n")[0]
         m = re.search(r"^From: (.+?) <([^>]+)>$", hdrs, re.M)
         if m:
