@@ -102,7 +102,10 @@ def cmd_build(args):
     from .stack import stacks
     if args.what in ("libvirt", "all"):
         from .build import libvirt
-        libvirt.build(stack=stacks.get(args.stack) if args.stack else None)  # None: the lab's
+        if args.stock:
+            libvirt.build_stock()
+        else:
+            libvirt.build(stack=stacks.get(args.stack) if args.stack else None)  # None: the lab's
     if args.what in ("kernel", "all"):
         from .build import kernel
         kernel.build(patched=not args.stock)
@@ -260,7 +263,10 @@ def build_parser():
     p.add_argument("what", choices=["libvirt", "kernel", "src", "all"],
                    help="libvirt: into _build/prefix; kernel: the lab kernel; src: our meson "
                         "project in _build/unsteal-build; all: the three")
-    p.add_argument("--stock", action="store_true", help="kernel: build the base without patches")
+    p.add_argument("--stock", action="store_true",
+                   help="the base without patches: kernel; libvirt (Debian 13's 11.3.0 into "
+                        "_build/prefix-stock, which vcpu_cgroup_inert and bench control "
+                        "compare with; tools/lab test builds it)")
     p.add_argument("--stack", metavar="KEY", default=None,
                    choices=[s.key for s in stacks.of_package("libvirt")],
                    help="libvirt: which libvirt stack (default: $UNSTEAL_LIBVIRT_STACK or "

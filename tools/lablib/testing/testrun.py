@@ -109,6 +109,9 @@ def _builds(t, tier):
     from ..lab import guest
     lab = stacks.lab_libvirt()
     built = t.stage(f"build libvirt{_which(lab)}", lambda: libvirt.build()) is not None
+    if lab.default:
+        # vcpu_cgroup_inert compares the default mode with stock libvirt
+        t.stage("build stock libvirt (the base without the series)", libvirt.build_stock)
     t.stage("build kernel", lambda: kernel.build(patched=True))
     if tier == "full":
         # The kernel series' checkpatch --strict, and its config matrix resolved
