@@ -6,13 +6,48 @@ A live change that makes a domain's vCPU tunables diverge moves its vCPU
 threads into their own groups, which carry the new limit before the move;
 writing the defaults back moves them into the shared group.  --config
 changes take effect at the next start.  Emulator tunables never move vCPUs.
+A --live --config change whose definition cannot be saved changes
+nothing: not the vCPUs' groups, not the weights, not the status XML.
 On cgroup v2 placement is chosen at start and kept while a domain runs:
 test_vcpu_cgroup_v2 covers live changes there.
 """
 
+import os
+import re
+import subprocess
+
 import labtest
 import vcpucg
 from labtest import daemon, guest
+
+
+def check_config_save_fails(t, a):
+    """--live --config with a configuration directory nothing can be
+    written to (chattr +i): the live part is undone before it is recorded."""
+    what = "--live --config whose definition cannot be saved changes nothing"
+    confdir = os.path.join(daemon.lab().prefix, "etc", "libvirt", "qemu")
+    status = os.path.join(daemon.lab().rundir, "qemu", f"{a}.xml")
+    p = subprocess.run(["chattr", "+i", confdir], capture_output=True, text=True)
+    if p.returncode != 0:
+        t.skip(what, f"chattr +i {confdir} failed: {p.stderr.strip()}")
+        return
+    try:
+        before = open(status).read()
+        p = vcpucg.schedinfo(a, "cpu_shares=2048", live=True, config=True)
+    finally:
+        subprocess.run(["chattr", "-i", confdir], check=True)
+    after = open(status).read()
+    t.ok(p.returncode != 0, "--live --config fails when the definition cannot be saved",
+         p.stdout)
+    t.ok(vcpucg.all_shared(a), f"{what}: the vCPUs stay in the shared group",
+         vcpucg.placement_report(a))
+    t.eq(labtest.cgroup_value("cpu", vcpucg.domain_group(a), "cpu.shares"),
+         vcpucg.DEFAULT_SHARES, f"{what}: the domain's own weight")
+    t.ok(after == before, f"{what}: the status XML records no change",
+         "<shares> in the status XML" if "<shares>" in after else "")
+    shown = re.search(r"^cpu_shares\s*:\s*(\d+)", vcpucg.schedinfo(a, live=True).stdout, re.M)
+    t.eq(shown and shown.group(1), vcpucg.DEFAULT_SHARES,
+         f"{what}: schedinfo reports the weight as before")
 
 
 def main(t):
@@ -79,6 +114,8 @@ def main(t):
     p = vcpucg.schedinfo(a, "vcpu_quota=500", live=True)
     t.ok(p.returncode != 0, "an out-of-range quota is refused", p.stdout)
     t.ok(vcpucg.all_shared(a), "a refused change leaves the vCPUs where they were")
+
+    check_config_save_fails(t, a)
 
     p = vcpucg.schedinfo(a, "cpu_shares=4096", live=False, config=True)
     t.ok(p.returncode == 0, "schedinfo --config succeeds", p.stderr)
