@@ -27,7 +27,11 @@ def check_config_save_fails(t, a):
     what = "--live --config whose definition cannot be saved changes nothing"
     confdir = os.path.join(daemon.lab().prefix, "etc", "libvirt", "qemu")
     status = os.path.join(daemon.lab().rundir, "qemu", f"{a}.xml")
-    p = subprocess.run(["chattr", "+i", confdir], capture_output=True, text=True)
+    try:
+        p = subprocess.run(["chattr", "+i", confdir], capture_output=True, text=True)
+    except OSError as e:
+        t.skip(what, f"no chattr here ({e.strerror}); the development host runs it")
+        return
     if p.returncode != 0:
         t.skip(what, f"chattr +i {confdir} failed: {p.stderr.strip()}")
         return
