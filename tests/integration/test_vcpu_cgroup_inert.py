@@ -29,6 +29,7 @@ import labtest
 import vcpucg
 from labtest import config, daemon, guest
 
+LOG = os.path.join(labtest.common.BUILD, "logs", "virtqemud.log")
 DOMAINS = (("in-default", None), ("in-tuned", {"shares": "2048", "quota": "50000"}))
 # A tid list, a counter or a file that only writes: not settings
 SKIP = re.compile(r"^(tasks|cgroup\.(procs|threads|kill|events.*|stat)|cpuacct\..*"
@@ -123,9 +124,8 @@ def differences(ours, ref):
 
 
 def log_lines(since):
-    path = os.path.join(labtest.common.BUILD, "logs", "virtqemud.log")
     try:
-        with open(path, errors="replace") as fh:
+        with open(LOG, errors="replace") as fh:
             fh.seek(since)
             text = fh.read()
     except OSError:
@@ -140,8 +140,7 @@ def log_lines(since):
 
 def scenario(vcpu_cgroup):
     """The steps, each one's snapshot, and the daemon's warnings and errors."""
-    path = os.path.join(labtest.common.BUILD, "logs", "virtqemud.log")
-    since = os.path.getsize(path) if os.path.exists(path) else 0
+    since = os.path.getsize(LOG) if os.path.exists(LOG) else 0
     steps = {}
     daemon.stop()
     try:
