@@ -501,7 +501,7 @@ def bench_parsers(bench, command, mixed_actions, scale_tunings):
                 "per-domain, per-domain with vCPU-scaled weights and per-host")
     opt_mix(p, "only this mix (repeatable; default all four: seed-4-2-2 and seed-like on 8 "
                "CPUs, exact-16 and over-16 on 16)")
-    opt_reps(p, 5)
+    opt_reps(p, "6; a multiple of 3, so that the layouts' order balances")
     opt_seconds(p, 10)
     opt_out(p, "scale")
     p.add_argument("--numa-balancing", choices=["off", "on", "both"], default="both",

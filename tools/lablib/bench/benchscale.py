@@ -12,8 +12,10 @@ the cpu cgroup v1 hierarchy in three layouts (benchsched.Layout):
                      Nova did with cpu_shares; no patch needed)
   per-host           vcpu_cgroup = "per-host": every vCPU in one group
 
-The same threads go through all three in every repetition, in an order
-that rotates, so the layouts are measured side by side.  In each window
+The same threads go through all three in every repetition, so the
+layouts are measured side by side, in an order that balances: with a
+number of repetitions that is a multiple of 3, each layout is measured
+first, second and third equally often (benchstats.balanced_orders).  In each window
 the scheduler's sched_switch, sched_wakeup and sched_migrate_task
 tracepoints are recorded (schedtrace.Recorder); after a mix, with its
 domains stopped, the traces are replayed (idlesteal.replay) into the exact
@@ -47,7 +49,7 @@ import statistics
 import time
 
 from ..common import LabError, require_root
-from . import idlesteal, schedtrace
+from . import benchstats, idlesteal, schedtrace
 from .benchkit import check_args, median
 from .benchsched import Domain, Layout, build_spinner, cpu_mount, cpu_times, summarise
 from ..lab import measure
@@ -256,6 +258,10 @@ def run_mix(mount, mix, balancing, reps, seconds, settle, tuning="none"):
     want, desc, spec = MIXES[mix]
     if ncpus < want:
         raise LabError(f"mix {mix} is for {want} CPUs; this host has {ncpus}")
+    # Balanced (benchstats) when reps is a multiple of 3; the smoke run's
+    # single repetition is the first row
+    orders = (benchstats.balanced_orders(LAYOUTS, reps) if reps % len(LAYOUTS) == 0
+              else [LAYOUTS[r % 3:] + LAYOUTS[:r % 3] for r in range(reps)])
     old = set_numa_balancing(balancing)
     domains, windows = [], []
     layout = Layout(mount)
@@ -265,8 +271,7 @@ def run_mix(mount, mix, balancing, reps, seconds, settle, tuning="none"):
         plan = apply_tuning(domains, spec, tuning)
         layout.setup(domains)
         with schedtrace.Recorder(buffer_kb=TRACE_BUFFER_KB) as rec:
-            for r in range(reps):
-                order = LAYOUTS[r % 3:] + LAYOUTS[:r % 3]
+            for r, order in enumerate(orders):
                 for lay in order:
                     layout.place(domains, lay)
                     time.sleep(settle)
@@ -284,7 +289,8 @@ def run_mix(mount, mix, balancing, reps, seconds, settle, tuning="none"):
         finally:
             set_numa_balancing(old)
     out = {"mix": mix, "cpus": ncpus, "numa_balancing": bool(balancing), "tuning": tuning,
-           "pinning": plan, "description": desc,
+           "pinning": plan, "description": desc, "orders": [list(o) for o in orders],
+           "balanced": benchstats.is_balanced(orders),
            "domains": [{"name": n, "vcpus": v, "duty": d, "period_ms": p, "mem_mb": m}
                        for n, v, d, p, m in spec],
            "reps": [dict() for _ in range(reps)]}
@@ -360,7 +366,7 @@ def check_tunings(tunings):
     return tunings
 
 
-def run_in_guest(mixes, balancing, reps=5, seconds=10, settle=SETTLE, tunings=None):
+def run_in_guest(mixes, balancing, reps=6, seconds=10, settle=SETTLE, tunings=None):
     """What the test host runs: every mix under every tuning with every
     NUMA balancing setting."""
     require_root("bench scale --in-guest")

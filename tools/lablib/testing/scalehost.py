@@ -29,6 +29,7 @@ import time
 from ..common import BUILD, LabError, require_root, step
 from ..bench.benchkit import check_args, command_line, publish, republish
 from ..bench.benchscale import BOOT_TUNINGS, LAYOUTS, MIXES, PREFIX, SETTLE, check_tunings
+from ..bench import benchstats
 from ..bench.benchsched import fmt, machine_info
 from .qemuboot import Console
 from .testhost import CONSOLE, boot, host_lock, machine_args
@@ -128,9 +129,12 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, kernel_path, tunings=("
     return topo, results, [f"{cpus} CPUs: {p}" for p in problems]
 
 
-def run_bench(mixes=None, reps=5, seconds=10, balancing="both", tcg="single",
+def run_bench(mixes=None, reps=6, seconds=10, balancing="both", tcg="single",
               outdir=None, command=None, smoke=False, tunings=None):
     require_root("bench scale")
+    if not smoke and reps % len(LAYOUTS):
+        raise LabError(f"--reps {reps}: give a multiple of {len(LAYOUTS)}, so that each "
+                       "layout is measured equally often in each position")
     mixes = check_args(mixes, {m: v for m, v in MIXES.items() if m != "smoke" or smoke},
                        reps, seconds)
     tunings = check_tunings(tunings)
@@ -235,6 +239,41 @@ def _pct(x):
     return fmt(None if x is None else x * 100, ".1f")
 
 
+# (a, b, field, kind): b against a, per repetition (benchstats.compare)
+COMPARISONS = [(a, "per-host", f, k) for a in ("per-domain", "per-domain-scaled")
+               for f, k in (("idle_steal", "ratio"), ("trace_idle", "difference"),
+                            ("ratio", "ratio"))]
+
+
+def comparisons(results):
+    """Markdown lines: each mix's paired per-repetition comparisons with
+    their 95 % bootstrap intervals, computed from the repetitions in the
+    results (so --replot gives them for earlier results too); whether the
+    layouts' order balanced."""
+    lines = ["Paired per-repetition comparisons (idle steal and large/small ratio: "
+             "geometric mean of the ratios; host idle: mean difference in percentage "
+             "points; 95 % bootstrap interval; a size only where it excludes no "
+             "difference):", ""]
+    for mix in results["mixes"]:
+        runs = [{lay: rep[lay] for lay in LAYOUTS if lay in rep} for rep in mix["reps"]]
+        balanced = mix.get("balanced")
+        head = (f"- {mix['cpus']} CPUs, {mix['mix']}, NUMA balancing "
+                f"{'on' if mix['numa_balancing'] else 'off'}"
+                + (f", tuning {mix['tuning']}" if mix.get("tuning", "none") != "none" else "")
+                + (": order balanced" if balanced else ": order not balanced"
+                   if balanced is False else ": order not recorded"))
+        lines.append(head)
+        for a, b, field, kind in COMPARISONS:
+            c = benchstats.compare(runs, a, b, field, kind)
+            if c["estimate"] is None and not c["undefined"]:
+                continue
+            text = (benchstats.describe(c, scale=100, unit=" points", digits=1)
+                    if kind == "difference" else benchstats.describe(c))
+            lines.append(f"  - {text}")
+    lines.append("")
+    return lines
+
+
 def markdown(results):
     tuned = any(m.get("tuning", "none") != "none" for m in results["mixes"])
     hosts = dict.fromkeys(f"{h.get('cpus')} CPUs, nodes {h.get('nodes')}"
@@ -284,6 +323,7 @@ def markdown(results):
                                  f"balancing {'on' if mix['numa_balancing'] else 'off'}, "
                                  f"repetition {r + 1}, {lay}: " + "; ".join(why[:3])
                                  + (f"; and {len(why) - 3} more" if len(why) > 3 else ""))
+    lines += comparisons(results)
     for mix in results["mixes"]:
         lines.append(f"**{mix['mix']}**, NUMA balancing "
                      f"{'on' if mix['numa_balancing'] else 'off'}"
