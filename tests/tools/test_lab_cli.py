@@ -195,7 +195,7 @@ for path, p in commands.commands(parser):
         ok(callable(func) and func.__name__ == "cmd_" + path[0],
            f"'tools/lab {' '.join(path)}' has its function", func)
 ok(list(commands.subcommands(commands.subcommands(parser)["bench"]))
-   == ["sched", "guests", "control", "all", "wakers", "mixed", "tuned", "exporter", "scale"],
+   == ["sched", "guests", "control", "all", "wakers", "mixed", "tuned", "exporter", "scale", "host"],
    "bench's benchmarks", list(commands.subcommands(commands.subcommands(parser)["bench"])))
 for line in ("bench control --seconds 5", "bench wakers --replot", "bench sched --action cap",
              "bench mixed --mix 2-1-1", "bench tuned --windows 3", "bench exporter --tuning none",

@@ -55,6 +55,12 @@ def command(args):
             balancing = {"off": [0], "on": [1], "both": [0, 1]}[args.numa_balancing]
             return benchscale.run_in_guest(args.mix, balancing=balancing, tunings=args.tuning,
                                            **kw)
+        elif w == "host":
+            from . import benchhost
+            benchhost.run_bench(mixes_wanted=args.mix, runs=args.runs,
+                                seconds=args.seconds or 10, outdir=args.out, command=argv,
+                                quick=args.quick, few_cpus=args.few_cpus,
+                                beside_vms=args.beside_vms, trace=args.trace)
         elif w == "control":
             from . import benchcontrol
             kw = {"reps": args.reps} if args.reps is not None else {}
@@ -66,6 +72,7 @@ def command(args):
 
 def replot(what, outdir):
     from ..common import BUILD
-    from . import benchcontrol, benchguests, benchsched
-    mod = {"sched": benchsched, "guests": benchguests, "control": benchcontrol}[what]
+    from . import benchcontrol, benchguests, benchhost, benchsched
+    mod = {"sched": benchsched, "guests": benchguests, "control": benchcontrol,
+           "host": benchhost}[what]
     republish(what, outdir or os.path.join(BUILD, "bench", what), mod.markdown, mod.plot)

@@ -151,3 +151,37 @@ def sched_all(results, outdir, name):
     sched_shares(results, os.path.join(outdir, f"{name}-shares.png"))
     sched_ratios(results, os.path.join(outdir, f"{name}-ratio.png"))
     sched_steal(results, os.path.join(outdir, f"{name}-steal.png"))
+
+
+def host(results, path, layouts):
+    """bench host: per mix, the median host idle (%) and busy vCPUs'
+    max/min share of each layout, with the range of the runs as error bars."""
+    mixes = results["mixes"]
+    groups = [m["mix"] for m in mixes]
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, (field, scale, label) in zip(axes, (("host_idle", 100, "host idle, %"),
+                                                ("maxmin", 1, "busy vCPUs' max/min share"))):
+        n = len(layouts)
+        w = 0.8 / n
+        for j, lay in enumerate(layouts):
+            med, lo, hi = [], [], []
+            for m in mixes:
+                xs = [r[lay][field] * scale for r in m["runs"] if r[lay][field] is not None]
+                x = m["median"][lay][field]
+                med.append(math.nan if x is None else x * scale)
+                lo.append(med[-1] - min(xs) if xs else 0.0)
+                hi.append(max(xs) - med[-1] if xs else 0.0)
+            ax.bar([i + (j - (n - 1) / 2) * w for i in range(len(groups))], med, width=w,
+                   label=lay, color=MODE_COLOURS.get(lay), yerr=[lo, hi], capsize=3)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels(groups, fontsize=8)
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"bench host: {results['machine']['cpus']} CPUs, cgroup {results['cgroup']}, "
+                 f"median and range of {results['runs']} runs", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    step(f"bench: wrote {path}")
