@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tap  # noqa: E402
@@ -40,8 +41,11 @@ for n in (2, 4, 16):
     m = benchhost.mixes(n)
     total = {k: sum(d[1] for d in spec) for k, (_, spec) in m.items()}
     names_unique = all(len({d[0] for d in spec}) == len(spec) for _, spec in m.values())
-    ok(names_unique and set(m) == {"seed-4-2-2", "over", "many-small", "capped", "seed-like"},
-       f"{n} CPUs: five mixes, each domain named once", sorted(m))
+    ok(names_unique and set(m) == {"2-1-1", "seed-4-2-2", "over", "many-small", "capped",
+                                   "seed-like"},
+       f"{n} CPUs: six mixes, each domain named once", sorted(m))
+    ok(total["2-1-1"] >= 2 * n and [d[1] for d in m["2-1-1"][1][:3]] == [2, 1, 1],
+       f"{n} CPUs: '2-1-1' overcommits about 2x with domains of 2, 1 and 1 vCPUs", total)
     ok(total["over"] == -(-3 * n // 2) and total["many-small"] == 2 * n,
        f"{n} CPUs: 'over' has 1.5x as many busy vCPUs, 'many-small' 2x as many domains",
        total)
@@ -104,11 +108,16 @@ for version in ("v1", "v2"):
     weight = "cpu.shares" if version == "v1" else "cpu.weight"
     setup_writes = list(writes)
     if version == "v1":
+        nest = "machine/vcpus.partition/noisy.libvirt-qemu"
         ok(files(layout, "cpu.cfs_quota_us") == {"machine/noisy.libvirt-qemu/vcpu0": "20000",
-                                                  "machine/noisy.libvirt-qemu/vcpu1": "20000"}
+                                                  "machine/noisy.libvirt-qemu/vcpu1": "20000",
+                                                  f"{nest}/vcpu0": "20000",
+                                                  f"{nest}/vcpu1": "20000"}
            and set(files(layout, "cpu.cfs_period_us").values()) == {"100000"},
-           "v1: the capped domain's vcpuN groups get its quota, nothing else does",
-           setup_writes)
+           "v1: the capped domain's vcpuN groups, its own and those nested in the "
+           "partition, get its quota; nothing else does", setup_writes)
+        ok(not os.path.isdir(os.path.join(layout.root, "machine/vcpus.partition/big.libvirt-qemu")),
+           "v1: only a capped domain has a group inside the partition")
     else:
         ok(files(layout, "cpu.max") == {"machine/noisy.libvirt-qemu/vcpu0": "20000 100000",
                                          "machine/noisy.libvirt-qemu/vcpu1": "20000 100000"},
@@ -141,17 +150,26 @@ for version in ("v1", "v2"):
         w = files(layout, weight)
         want = {"per-domain": (unit, unit, unit, unit),
                 "per-domain-scaled": (2 * unit, unit, 2 * unit, unit),
-                "per-host": (unit, unit, 2 * unit, 3 * unit)}[lay]
+                "per-host": ((unit, unit, unit, 5 * unit) if version == "v1"
+                             else (unit, unit, 2 * unit, 3 * unit))}[lay]
         got = tuple(int(w[g]) for g in ("machine/big.libvirt-qemu", "machine/small.libvirt-qemu",
                                         "machine/noisy.libvirt-qemu",
                                         "machine/vcpus.partition"))
         ok(got == want, f"{version} {lay}: big, small, capped, partition weigh {want}", w)
+        if version == "v1" and lay == "per-host":
+            ok(w.get("machine/vcpus.partition/noisy.libvirt-qemu") == str(2 * unit),
+               "v1 per-host: the nested capped domain's group weighs 1024 per vCPU, and its "
+               "vCPUs count in the partition's weight", w)
         ok(all(layout.expected(d, i, lay) == ("/" + hostlayout.BENCH_GROUP + "/machine/"
                                               + ("vcpus.partition" if lay == "per-host"
                                                  and not d.cap and version == "v1" else
                                                  f"vcpus.partition/{d.name}.libvirt-qemu"
                                                  if lay == "per-host" and not d.cap else
                                                  f"{d.name}.libvirt-qemu/vcpu{i}"))
+               if not (version == "v1" and lay == "per-host" and d.cap)
+               else layout.expected(d, i, lay) == (f"/{hostlayout.BENCH_GROUP}/machine/"
+                                                   f"vcpus.partition/{d.name}.libvirt-qemu/"
+                                                   f"vcpu{i}")
                for d in domains for i in range(d.vcpus)),
            f"{version} {lay}: where each vCPU belongs (what the integration test checks)")
         moved = [(os.path.relpath(p, layout.root), v) for p, v in writes
@@ -161,8 +179,8 @@ for version in ("v1", "v2"):
             want = {"per-host": {"100": "machine/vcpus.partition/tasks",
                                  "101": "machine/vcpus.partition/tasks",
                                  "200": "machine/vcpus.partition/tasks",
-                                 "300": "machine/noisy.libvirt-qemu/vcpu0/tasks",
-                                 "301": "machine/noisy.libvirt-qemu/vcpu1/tasks"}}.get(
+                                 "300": f"{nest}/vcpu0/tasks",
+                                 "301": f"{nest}/vcpu1/tasks"}}.get(
                 lay, {"100": "machine/big.libvirt-qemu/vcpu0/tasks",
                       "101": "machine/big.libvirt-qemu/vcpu1/tasks",
                       "200": "machine/small.libvirt-qemu/vcpu0/tasks",
@@ -186,6 +204,44 @@ for version in ("v1", "v2"):
     msg = raises(hostlayout.Layout(version, mount).setup, domains)
     ok(msg is not None and "exists" in msg, f"{version}: an existing subtree is refused", msg)
 
+# Weights past the kernel's bound are scaled down alike (v2: 10000)
+many = [FakeDomain(f"d{i}", 1, 1000 + i) for i in range(150)]
+w = hostlayout.Layout("v2", os.path.join(WORK, "v2")).weights(many, "per-host")
+ok(w["machine/vcpus.partition"] == 10000 and w["machine/d0.libvirt-qemu"] == 66,
+   "v2: 150 shared vCPUs weigh the maximum 10000, every other weight scaled alike",
+   {k: w[k] for k in ("machine/vcpus.partition", "machine/d0.libvirt-qemu")})
+w = hostlayout.Layout("v1", os.path.join(WORK, "v1")).weights(many, "per-domain-scaled")
+ok(max(w.values()) == 1024, "within the bound nothing is scaled", max(w.values()))
+
+# Setup that fails half-way removes what it made; teardown moves a task
+# left in a group to the root before removing it
+mount = os.path.join(WORK, "half")
+os.makedirs(mount)
+layout = hostlayout.Layout("v1", mount)
+bad = [FakeDomain("ok", 1, 500), FakeDomain("bad/name", 1, 600)]
+removed = []
+real_rmdir = os.rmdir
+
+
+def scratch_rmdir(path):
+    """A cgroup directory goes with its files; a scratch one needs them gone."""
+    removed.append(os.path.relpath(path, mount))
+    for name in os.listdir(path):
+        if os.path.isfile(os.path.join(path, name)):
+            os.unlink(os.path.join(path, name))
+    real_rmdir(path)
+
+
+os.rmdir = scratch_rmdir
+try:
+    msg = raises(layout.setup, bad)
+finally:
+    os.rmdir = real_rmdir
+ok(msg is not None and "cannot build its groups" in msg, "a failing setup is refused", msg)
+ok(sorted(os.listdir(mount)) == [] and removed[-1] == hostlayout.BENCH_GROUP
+   and removed[0].startswith(f"{hostlayout.BENCH_GROUP}/machine/ok.libvirt-qemu/"),
+   "... and removes every group it made, deepest first", removed)
+
 hostlayout._write = real_write
 
 # ---------------------------------------------------------------- refusals
@@ -198,9 +254,15 @@ ok(raises(benchhost.check_host, 2, few_cpus=True, beside_vms=True) is None,
 fake = os.path.join(WORK, "qemu-system-x86_64")
 shutil.copy("/bin/sleep", fake)
 proc = subprocess.Popen([fake, "30"])
+# Until the child has exec'd, its name is still python's (seen under load)
+for _ in range(100):
+    if proc.pid in benchhost.qemu_processes():
+        break
+    time.sleep(0.05)
 try:
     msg = raises(benchhost.check_host, 8)
-    ok(msg is not None and str(proc.pid) in msg and "--beside-vms" in msg,
+    ok(msg is not None and "QEMU processes run" in msg and "--beside-vms" in msg
+       and proc.pid in benchhost.qemu_processes(),
        "a running QEMU process is refused, by PID, naming --beside-vms", msg)
     vms = benchhost.check_host(8, beside_vms=True)
     ok(proc.pid in vms, "--beside-vms runs and records the QEMU PIDs", vms)

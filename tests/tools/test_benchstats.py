@@ -37,6 +37,14 @@ ok(benchstats.is_balanced(six) and len(six) == 6,
 ok(all(sorted(o) == sorted(LAY) for o in six), "every run measures every layout once", six)
 msg = raises(benchstats.balanced_orders, LAY, 5)
 ok(msg is not None and "multiple of 3" in msg, "5 runs are refused: they cannot balance", msg)
+ok(benchstats.follows_balanced(six),
+   "6 runs: each layout right after each other equally often (a Williams design)", six)
+ok(not benchstats.follows_balanced([LAY[r % 3:] + LAY[:r % 3] for r in range(6)]),
+   "a cyclic rotation over 6 runs is not: per-domain always before per-domain-scaled")
+four = benchstats.williams("ABCD")
+ok(benchstats.is_balanced(four) and benchstats.follows_balanced(four) and len(four) == 4,
+   "4 items: a Williams design of 4 rows", four)
+ok(benchstats.orders(LAY, 1) == [six[0]], "a single run (a smoke run) takes the first row")
 rotated5 = [LAY[r % 3:] + LAY[:r % 3] for r in range(5)]
 ok(not benchstats.is_balanced(rotated5),
    "the old rotation over 5 repetitions is found unbalanced", rotated5)
@@ -87,6 +95,30 @@ c = benchstats.compare([{"A": {"x": 1.0}}] * 6, "A", "B", "x")
 ok(c["estimate"] is None and "nothing to compare" in benchstats.describe(c),
    "a layout without the figure: nothing to compare", c)
 
+# The interval is expanded for few runs: wider than the plain percentile
+# bootstrap, about as wide as a t interval of the mean log ratio
+logs = [0.1, -0.05, 0.2, 0.05, 0.15]
+lo, hi = benchstats.bootstrap_interval(logs)
+mean = sum(logs) / 5
+sd = (sum((x - mean) ** 2 for x in logs) / 4) ** 0.5
+t_half = 2.776 * sd / 5 ** 0.5
+ok(abs((hi - lo) / 2 - t_half) < 0.35 * t_half,
+   "5 values: the expanded bootstrap's half-width is near the t interval's",
+   ((hi - lo) / 2, t_half))
+rng = __import__("random").Random(1)
+plain = sorted(sum(rng.choice(logs) for _ in range(5)) / 5 for _ in range(10000))
+ok(hi - lo > plain[9749] - plain[250],
+   "... and wider than the plain percentile interval", (hi - lo, plain[9749] - plain[250]))
+
+c = benchstats.compare(runs_of([(0.9, 0.0), (0.8, 0.0), (1.0, 0.1), (0.9, 0.0), (0.7, 0.0),
+                                (0.8, 0.0)]), "A", "B", "x", "difference")
+ok(c["n"] == 6 and c["undefined"] == 0 and c["verdict"] == benchstats.SIZE and c["estimate"] < 0,
+   "a layout that removes the figure entirely (0) counts as a difference, not dropped", c)
+c = benchstats.compare(runs_of([(1.0, 0.9995 + 0.0001 * i) for i in range(6)]), "A", "B", "x")
+text = benchstats.describe(c)
+ok(c["verdict"] == benchstats.SIZE and "1.00 " not in text and "to 1.00," not in text,
+   "an interval that excludes 1 is printed with the digits that show it", text)
+
 # ---------------------------------------------------------------- bench scale
 
 reps = [{"per-domain": {"idle_steal": 1.0, "trace_idle": 0.05, "ratio": 0.5},
@@ -97,7 +129,8 @@ result = {"mixes": [{"cpus": 8, "mix": "seed-like", "numa_balancing": False,
                      "balanced": True, "reps": reps}]}
 lines = scalehost.comparisons(result)
 ok("- 8 CPUs, seed-like, NUMA balancing off: order balanced" in lines
-   and any(x.startswith("  - per-host/per-domain idle_steal 0.72 (95 % CI ") for x in lines)
+   and any(x.startswith("  - per-host - per-domain idle_steal -0.275 vCPUs (95 % CI ")
+           for x in lines)
    and any(x.startswith("  - per-host - per-domain trace_idle -2.0 points (95 % CI ")
            for x in lines)
    and any(x.startswith("  - per-host/per-domain ratio 2.00 (95 % CI ") for x in lines),

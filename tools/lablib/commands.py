@@ -523,16 +523,16 @@ def bench_parsers(bench, command, mixed_actions, scale_tunings):
     p = command(sub, "host", cmd_bench,
                 "the three layouts with synthetic domains on this host (cgroup v1 or v2), in "
                 "a cgroup subtree of its own: what an operator runs before deploying")
-    opt_mix(p, "only this mix (repeatable; default all: seed-4-2-2, over, many-small, "
-               "capped, seed-like, sized by the host's CPU count)")
+    opt_mix(p, "only this mix (repeatable; default all: 2-1-1, seed-4-2-2, over, "
+               "many-small, capped, seed-like, sized by the host's CPU count)")
     p.add_argument("--runs", metavar="N", type=int, default=6,
                    help="runs, each measuring every layout once; a multiple of 3, so that "
                         "the order balances (default 6)")
     opt_seconds(p, 10)
     opt_out(p, "host")
     p.add_argument("--quick", action="store_true",
-                   help="the run of tools/lab test: seed-4-2-2 (or --mix), 3 runs of 2-s "
-                        "windows, any CPU count, no plot (into _build/bench/host-quick)")
+                   help="the run of tools/lab test: 2-1-1 and capped (or --mix), 3 runs of "
+                        "2-s windows, any CPU count, no plot (into _build/bench/host-quick)")
     p.add_argument("--few-cpus", action="store_true",
                    help="run on a host with fewer than 4 CPUs")
     p.add_argument("--beside-vms", action="store_true",

@@ -58,7 +58,7 @@ def command(args):
         elif w == "host":
             from . import benchhost
             benchhost.run_bench(mixes_wanted=args.mix, runs=args.runs,
-                                seconds=args.seconds or 10, outdir=args.out, command=argv,
+                                seconds=10 if args.seconds is None else args.seconds, outdir=args.out, command=argv,
                                 quick=args.quick, few_cpus=args.few_cpus,
                                 beside_vms=args.beside_vms, trace=args.trace)
         elif w == "control":

@@ -28,6 +28,7 @@ its reasons otherwise.  Each comparison of two layouts is the paired
 per-run ratio with its 95 % bootstrap interval (benchstats.compare).
 """
 
+import contextlib
 import math
 import os
 import signal
@@ -36,23 +37,28 @@ import time
 
 from ..common import BUILD, LabError, require_root, step
 from . import benchstats, hostlayout
-from .benchkit import check_args, publish
-from .benchsched import Domain, build_spinner, cpu_times
+from .benchkit import check_args, median, publish
+from .benchscale import TRACE_BUFFER_KB
+from .benchsched import Domain, build_spinner, cpu_times, machine_info
 from ..lab import measure
 
 LAYOUTS = hostlayout.LAYOUTS
 MIN_CPUS = 4
 CAP_PCT = 20
-QUICK = {"runs": 3, "seconds": 2, "settle": 1}
+# --quick: 2-1-1 rather than seed-4-2-2 (exactly committed from 4 CPUs
+# on) overcommits any host 2x, so that stock gives a 2-vCPU domain's vCPUs
+# half (what the gate checks); capped, for the capped domains' placement
+QUICK = {"runs": 3, "seconds": 2, "settle": 1, "mixes": ["2-1-1", "capped"]}
 FIELDS = ("delivered", "wait", "host_idle", "maxmin", "capped", "est_idle_steal",
           "idle_steal")
 # The comparisons reported, (a, b): b against a
 COMPARISONS = (("per-domain", "per-host"), ("per-domain-scaled", "per-host"),
                ("per-domain", "per-domain-scaled"))
 # field -> how two layouts' figures compare (benchstats.compare): host idle
-# is often 0 and compares as a difference in percentage points
+# and idle steal are often 0 (a layout that removes idle steal must not
+# drop out of a ratio) and compare as differences
 COMPARED = {"delivered": "ratio", "wait": "ratio", "host_idle": "difference",
-            "maxmin": "ratio", "idle_steal": "ratio"}
+            "maxmin": "ratio", "idle_steal": "difference"}
 
 # A domain: (name, vCPUs, duty %, period ms, cap % per vCPU or None).
 
@@ -75,9 +81,14 @@ def mixes(ncpus):
         seed_like += [(f"cpu1-{c}", 1, 100, 100, None), (f"sync1-{c}", 1, 30, 2, None),
                       (f"busy2-{c}", 2, 100, 100, None), (f"idle4-{c}", 4, 5, 100, None),
                       (f"mixed6-{c}", 6, 50, 8, None)]
+    k = -(-n // 2)
     return {
+        "2-1-1": (f"{k} of each: busy domains of 2, 1 and 1 vCPUs ({4 * k} vCPUs, about 2 "
+                  "per CPU; the README's example)",
+                  [(f"{name}-{c}", v, 100, 100, None) for c in range(k)
+                   for name, v in (("big", 2), ("small1", 1), ("small2", 1))]),
         "seed-4-2-2": (f"the seed talk's shape: busy domains of {half}, {quarter} and "
-                       f"{quarter} vCPUs", [("big", half, 100, 100, None),
+                       f"{quarter} vCPUs ({half + 2 * quarter} on {n} CPUs)", [("big", half, 100, 100, None),
                                              ("mid1", quarter, 100, 100, None),
                                              ("mid2", quarter, 100, 100, None)]),
         "over": (f"{total} busy vCPUs on {n} CPUs (1.5x) in domains of "
@@ -198,19 +209,22 @@ def statistics_of(runs):
 def run_mix(layout, mix, desc, spec, runs, seconds, settle, trace=False):
     """Every layout once per run, in balanced order; the mix's results."""
     ncpus = os.cpu_count()
-    orders = (benchstats.balanced_orders(LAYOUTS, runs) if runs % len(LAYOUTS) == 0
-              else [LAYOUTS[r % 3:] + LAYOUTS[:r % 3] for r in range(runs)])
-    domains, windows = [], []
-    rec = None
-    try:
+    orders = benchstats.balanced_orders(LAYOUTS, runs)
+    windows = []
+    with contextlib.ExitStack() as cleanup:
+        # Undone in reverse: the recorder, every domain, then the groups
+        cleanup.callback(layout.teardown)
+        domains = []
         for name, vcpus, duty, period, cap in spec:
             d = Domain(name, vcpus, duty, period_ms=period)
             d.cap = cap
+            cleanup.callback(d.stop)
             domains.append(d)
         layout.setup(domains)
+        rec = None
         if trace:
             from . import schedtrace
-            rec = schedtrace.Recorder(buffer_kb=4096).__enter__()
+            rec = cleanup.enter_context(schedtrace.Recorder(buffer_kb=TRACE_BUFFER_KB))
         for r, order in enumerate(orders):
             for pos, lay in enumerate(order):
                 layout.place(domains, lay)
@@ -225,16 +239,9 @@ def run_mix(layout, mix, desc, spec, runs, seconds, settle, trace=False):
                      f"delivered {s['delivered']:.2f} of {ncpus} CPUs, host idle "
                      f"{s['host_idle'] * 100:.1f} %, busy max/min "
                      + ("n/a" if s["maxmin"] is None else f"{s['maxmin']:.2f}"))
-    finally:
-        try:
-            if rec is not None:
-                rec.__exit__(None, None, None)
-            for d in domains:
-                d.stop()
-        finally:
-            layout.teardown()
     out = {"mix": mix, "description": desc, "orders": [list(o) for o in orders],
            "balanced": benchstats.is_balanced(orders),
+           "follows_balanced": benchstats.follows_balanced(orders),
            "domains": [{"name": n, "vcpus": v, "duty": du, "period_ms": p, "cap_pct": c}
                        for n, v, du, p, c in spec],
            "runs": [dict() for _ in range(runs)]}
@@ -243,20 +250,10 @@ def run_mix(layout, mix, desc, spec, runs, seconds, settle, trace=False):
             finish_window(win, lines, ncpus)
         out["runs"][r][lay] = {**summarise(domains, win), "threads": win["threads"]}
     figures = [{lay: {f: run[lay][f] for f in FIELDS} for lay in LAYOUTS} for run in out["runs"]]
-    out["median"] = {lay: {f: _median([fig[lay][f] for fig in figures]) for f in FIELDS}
+    out["median"] = {lay: {f: median(fig[lay][f] for fig in figures) for f in FIELDS}
                      for lay in LAYOUTS}
     out["comparisons"] = statistics_of(figures)
     return out
-
-
-def _median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def machine():
-    from .benchsched import machine_info
-    return machine_info()
 
 
 def _fmt(x, spec=".2f", scale=1.0):
@@ -297,6 +294,8 @@ def describe(c):
     """A comparison in the Markdown: host idle in percentage points."""
     if c["field"] == "host_idle":
         return benchstats.describe(c, scale=100, unit=" points", digits=1)
+    if c["kind"] == "difference":
+        return benchstats.describe(c, unit=" vCPUs", digits=3)
     return benchstats.describe(c)
 
 
@@ -305,7 +304,13 @@ def plot(results, outdir):
     plots.host(results, os.path.join(outdir, "host.png"), LAYOUTS)
 
 
-def _terminated(signum, frame):
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _stopped(signum, frame):
+    # Once: a second signal must not cut the cleanup short
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise LabError(f"bench host: stopped by signal {signum}; its groups, processes and "
                    "trace instance are removed")
 
@@ -313,14 +318,26 @@ def _terminated(signum, frame):
 def run_bench(mixes_wanted=None, runs=6, seconds=10, settle=2, outdir=None, command=None,
               quick=False, few_cpus=False, beside_vms=False, trace=False):
     require_root("bench host")
-    # An operator stopping a long run (kill, systemd, timeout) gets the
-    # host back as it was: the layout's and the recorder's cleanup run
-    signal.signal(signal.SIGTERM, _terminated)
+    # An operator stopping a long run (kill, systemd, timeout, a dropped
+    # ssh session) gets the host back as it was: the cleanup runs
+    before = {sig: signal.signal(sig, _stopped) for sig in STOP_SIGNALS}
+    try:
+        return _run(mixes_wanted, runs, seconds, settle, outdir, command, quick, few_cpus,
+                    beside_vms, trace)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _run(mixes_wanted, runs, seconds, settle, outdir, command, quick, few_cpus, beside_vms,
+         trace):
     ncpus = os.cpu_count()
     if quick:
         runs, seconds, settle = QUICK["runs"], QUICK["seconds"], QUICK["settle"]
-        mixes_wanted = mixes_wanted or ["seed-4-2-2"]
+        mixes_wanted = mixes_wanted or QUICK["mixes"]
     known = mixes(ncpus)
+    if runs < 1 or seconds < 1:
+        raise LabError("--runs and --seconds must be at least 1")
     mixes_wanted = check_args(mixes_wanted, known, runs, seconds)
     if runs % len(LAYOUTS):
         raise LabError(f"--runs {runs}: give a multiple of {len(LAYOUTS)}, so that each "
@@ -336,7 +353,7 @@ def run_bench(mixes_wanted=None, runs=6, seconds=10, settle=2, outdir=None, comm
     total = len(mixes_wanted) * runs * len(LAYOUTS) * (seconds + settle)
     step(f"bench host: cgroup {version}, {ncpus} CPUs, {len(mixes_wanted)} mixes x {runs} "
          f"runs x 3 layouts x ({settle}+{seconds}) s = about {total // 60} min {total % 60} s")
-    results = {"command": command, "machine": machine(), "cgroup": version,
+    results = {"command": command, "machine": machine_info(), "cgroup": version,
                "top_weight": hostlayout.TOP_WEIGHT[version], "runs": runs,
                "seconds": seconds, "settle": settle, "quick": quick, "trace": trace,
                "qemu_pids_beside": vms, "mixes": []}

@@ -15,7 +15,8 @@ the cpu cgroup v1 hierarchy in three layouts (benchsched.Layout):
 The same threads go through all three in every repetition, so the
 layouts are measured side by side, in an order that balances: with a
 number of repetitions that is a multiple of 3, each layout is measured
-first, second and third equally often (benchstats.balanced_orders).  In each window
+first, second and third equally often, and with a multiple of 6 each
+follows each other equally often (benchstats.balanced_orders).  In each window
 the scheduler's sched_switch, sched_wakeup and sched_migrate_task
 tracepoints are recorded (schedtrace.Recorder); after a mix, with its
 domains stopped, the traces are replayed (idlesteal.replay) into the exact
@@ -259,9 +260,8 @@ def run_mix(mount, mix, balancing, reps, seconds, settle, tuning="none"):
     if ncpus < want:
         raise LabError(f"mix {mix} is for {want} CPUs; this host has {ncpus}")
     # Balanced (benchstats) when reps is a multiple of 3; the smoke run's
-    # single repetition is the first row
-    orders = (benchstats.balanced_orders(LAYOUTS, reps) if reps % len(LAYOUTS) == 0
-              else [LAYOUTS[r % 3:] + LAYOUTS[:r % 3] for r in range(reps)])
+    # single repetition is the design's first row
+    orders = benchstats.orders(LAYOUTS, reps)
     old = set_numa_balancing(balancing)
     domains, windows = [], []
     layout = Layout(mount)

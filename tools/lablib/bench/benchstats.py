@@ -4,18 +4,22 @@
 A comparison is paired: in every run (a boot of the test host, or a
 repetition on the host) each layout is measured once, beside the others,
 so the figure of a comparison is the per-run ratio B/A of one layout's
-figure to another's.  Its size is the geometric mean of those ratios,
-with a 95 % percentile-bootstrap interval (resampling the runs, a fixed
-seed so that the same JSON gives the same interval).  A size is stated
-only when the interval excludes 1 (no difference) and there are at least
-MIN_RUNS runs.  Otherwise the verdict is "direction consistent, size not
-established" when most runs (MOSTLY) lie on one side of 1, and "no
-difference shown" when they do not.
+figure to another's (or the difference B - A, for figures that may be 0).
+Its size is the geometric mean of those ratios (the mean difference),
+with a 95 % bootstrap interval: resampling the runs with a fixed seed, so
+that the same JSON gives the same interval, and read at the expanded
+percentiles that make a percentile bootstrap cover as a t interval does
+with few runs (a plain percentile bootstrap of a mean covers about 85 %
+at 5 runs; Hesterberg's expansion: the percentile of the normal quantile
+sqrt(n / (n - 1)) t(n - 1)).  A size is stated only when the interval
+excludes no difference and there are at least MIN_RUNS runs.  Otherwise
+the verdict is "direction consistent, size not established" when most
+runs (MOSTLY) lie on one side, and "no difference shown" when they do not.
 
 balanced_orders() gives the order of the layouts in each run so that
-every layout is measured equally often in every position (rows of a
-cyclic Latin square), which a rotation over a number of runs that is not
-a multiple of the layouts does not.
+every layout is measured equally often in every position, and (with a
+multiple of 6 runs of 3 layouts) follows every other layout equally
+often: a Williams design, which a rotation does not give.
 """
 
 import math
@@ -37,17 +41,69 @@ NONE = "no difference shown"
 FEW = "too few runs for an interval"
 
 
-def balanced_orders(items, runs):
-    """The order of items in each of runs runs: rows of the cyclic Latin
-    square, in turn, so that with runs a multiple of len(items) each item
-    is in each position equally often.  Refuses another number of runs."""
+# T975[df]: the 0.975 quantile of Student's t (df > 30: the normal's)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
+        16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
+
+
+def williams(items):
+    """The rows of a Williams design for items: each item in each position
+    equally often and, over all rows, right after every other item equally
+    often (2 n rows for an odd number n of items, n rows for an even)."""
     items = tuple(items)
     n = len(items)
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:       # 0, 1, n-1, 2, n-2, ...
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(c + r) % n for c in first] for r in range(n)]
+    if n % 2:
+        rows += [list(reversed(row)) for row in rows]
+    return [tuple(items[i] for i in row) for row in rows]
+
+
+def balanced_orders(items, runs):
+    """The order of items in each of runs runs: the rows of the Williams
+    design in turn.  With runs a multiple of len(items) each item is in
+    each position equally often; with a multiple of the design's rows
+    each also follows each other equally often.  Refuses a number of runs
+    that cannot balance positions."""
+    n = len(tuple(items))
     if runs < 1 or runs % n:
         raise LabError(f"{runs} runs do not balance {n} layouts: give a multiple of {n} "
                        "(each layout then runs equally often first, second, ...)")
-    return [items[r % n:] + items[:r % n] for r in range(runs)]
+    # Each n rows of the design are a Latin square, so any multiple of n
+    # runs balances positions
+    rows = williams(items)
+    return [rows[r % len(rows)] for r in range(runs)]
 
+
+def orders(items, runs):
+    """balanced_orders() where runs can balance; otherwise (a smoke run's
+    single one) the design's first rows."""
+    n = len(tuple(items))
+    if runs >= n and runs % n == 0:
+        return balanced_orders(items, runs)
+    rows = williams(items)
+    return [rows[r % len(rows)] for r in range(runs)]
+
+
+def t975(df):
+    keys = [k for k in T975 if k <= df]
+    return T975[max(keys)] if df <= 30 else 1.960
+
+
+def expanded_level(n, level=LEVEL):
+    """The level at which to read a percentile bootstrap of a mean of n
+    values so that it covers about as a t interval at level does."""
+    if level != 0.95:
+        raise ValueError("the expansion is tabled for 95 % only")
+    z = math.sqrt(n / (n - 1)) * t975(n - 1)
+    return math.erf(z / math.sqrt(2))     # 2 Phi(z) - 1
 
 def is_balanced(orders):
     """Whether every item is in every position equally often."""
@@ -61,6 +117,17 @@ def is_balanced(orders):
     items = set(orders[0])
     want = len(orders) / n
     return all(counts.get((i, p), 0) == want for i in items for p in range(n))
+
+
+def follows_balanced(orders):
+    """Whether every item comes right after every other equally often."""
+    pairs = {}
+    for order in orders:
+        for x, y in zip(order, order[1:]):
+            pairs[(x, y)] = pairs.get((x, y), 0) + 1
+    items = set(orders[0]) if orders else set()
+    want = [pairs.get((x, y), 0) for x in items for y in items if x != y]
+    return bool(want) and min(want) == max(want)
 
 
 def paired(runs, a, b, field):
@@ -79,9 +146,11 @@ def geomean(xs):
 
 
 def bootstrap_interval(values, level=LEVEL, resamples=RESAMPLES, seed=SEED):
-    """The percentile-bootstrap interval of the mean of values: (low, high)."""
+    """The expanded percentile-bootstrap interval of the mean of values (2
+    or more): (low, high)."""
     rng = random.Random(seed)
     n = len(values)
+    level = expanded_level(n, level)
     means = sorted(sum(rng.choice(values) for _ in range(n)) / n for _ in range(resamples))
     lo = means[int(math.floor((1 - level) / 2 * resamples))]
     hi = means[min(resamples - 1, int(math.ceil((1 + level) / 2 * resamples)) - 1)]

@@ -123,15 +123,18 @@ class Recorder:
         return total
 
     def __exit__(self, *exc):
-        if self.instance and os.path.isdir(self.instance):
-            try:
-                self._write("tracing_on", 0)
-            except OSError:
-                pass
-            os.rmdir(self.instance)
-        self.instance = None
-        if self.mountpoint:
-            subprocess.run(["umount", self.mountpoint], check=False)
-            os.rmdir(self.mountpoint)
-            self.mountpoint = None
+        try:
+            if self.instance and os.path.isdir(self.instance):
+                try:
+                    self._write("tracing_on", 0)
+                except OSError:
+                    pass
+                os.rmdir(self.instance)
+        finally:
+            # The private mount goes even when the instance could not
+            self.instance = None
+            if self.mountpoint:
+                subprocess.run(["umount", self.mountpoint], check=False)
+                os.rmdir(self.mountpoint)
+                self.mountpoint = None
         return False

@@ -240,8 +240,10 @@ def _pct(x):
 
 
 # (a, b, field, kind): b against a, per repetition (benchstats.compare)
+# Idle steal compares as a difference: a layout that removes it (0) must
+# not drop out of a ratio
 COMPARISONS = [(a, "per-host", f, k) for a in ("per-domain", "per-domain-scaled")
-               for f, k in (("idle_steal", "ratio"), ("trace_idle", "difference"),
+               for f, k in (("idle_steal", "difference"), ("trace_idle", "difference"),
                             ("ratio", "ratio"))]
 
 
@@ -250,10 +252,10 @@ def comparisons(results):
     their 95 % bootstrap intervals, computed from the repetitions in the
     results (so --replot gives them for earlier results too); whether the
     layouts' order balanced."""
-    lines = ["Paired per-repetition comparisons (idle steal and large/small ratio: "
-             "geometric mean of the ratios; host idle: mean difference in percentage "
-             "points; 95 % bootstrap interval; a size only where it excludes no "
-             "difference):", ""]
+    lines = ["Paired per-repetition comparisons (large/small ratio: geometric mean of "
+             "the ratios; idle steal: mean difference in vCPUs; host idle: in percentage "
+             "points; 95 % bootstrap interval, expanded for few runs; a size only where "
+             "it excludes no difference):", ""]
     for mix in results["mixes"]:
         runs = [{lay: rep[lay] for lay in LAYOUTS if lay in rep} for rep in mix["reps"]]
         balanced = mix.get("balanced")
@@ -268,6 +270,8 @@ def comparisons(results):
             if c["estimate"] is None and not c["undefined"]:
                 continue
             text = (benchstats.describe(c, scale=100, unit=" points", digits=1)
+                    if field == "trace_idle" else
+                    benchstats.describe(c, unit=" vCPUs", digits=3)
                     if kind == "difference" else benchstats.describe(c))
             lines.append(f"  - {text}")
     lines.append("")
