@@ -350,7 +350,7 @@ def _run(mixes_wanted, runs, seconds, settle, outdir, command, quick, few_cpus, 
             raise LabError("bench host --trace needs tracefs (CONFIG_FTRACE)")
     build_spinner()
     outdir = outdir or os.path.join(BUILD, "bench", "host-quick" if quick else "host")
-    total = len(mixes_wanted) * runs * len(LAYOUTS) * (seconds + settle)
+    total = int(len(mixes_wanted) * runs * len(LAYOUTS) * (seconds + settle))
     step(f"bench host: cgroup {version}, {ncpus} CPUs, {len(mixes_wanted)} mixes x {runs} "
          f"runs x 3 layouts x ({settle}+{seconds}) s = about {total // 60} min {total % 60} s")
     results = {"command": command, "machine": machine_info(), "cgroup": version,
