@@ -41,6 +41,16 @@ def ok(cond, what, detail=""):
             print(f"# {line}")
 
 
+def raises(fn, *args, **kw):
+    """The message of the LabError fn raised, or None if it raised none."""
+    from lablib.common import LabError     # on the path once setup() ran
+    try:
+        fn(*args, **kw)
+    except LabError as e:
+        return str(e)
+    return None
+
+
 def end():
     print(f"1..{n}")
     shutil.rmtree(WORK, ignore_errors=True)

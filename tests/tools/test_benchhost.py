@@ -19,18 +19,9 @@ import tap  # noqa: E402
 
 WORK = tap.setup("unsteal-benchhost-")
 ok = tap.ok
+raises = tap.raises
 
 from lablib.bench import benchhost, hostlayout  # noqa: E402
-from lablib.common import LabError  # noqa: E402
-
-
-def raises(fn, *args, **kw):
-    """The LabError's message, or None if fn did not raise one."""
-    try:
-        fn(*args, **kw)
-    except LabError as e:
-        return str(e)
-    return None
 
 
 LAY = hostlayout.LAYOUTS

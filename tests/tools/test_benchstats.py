@@ -12,21 +12,12 @@ import tap  # noqa: E402
 
 WORK = tap.setup("unsteal-benchstats-")
 ok = tap.ok
+raises = tap.raises
 
 from lablib.bench import benchstats  # noqa: E402
-from lablib.common import LabError  # noqa: E402
 from lablib.testing import scalehost  # noqa: E402
 
 LAY = ("per-domain", "per-domain-scaled", "per-host")
-
-
-def raises(fn, *args, **kw):
-    """The LabError's message, or None if fn did not raise one."""
-    try:
-        fn(*args, **kw)
-    except LabError as e:
-        return str(e)
-    return None
 
 
 # ---------------------------------------------------------------- order

@@ -78,16 +78,13 @@ def balanced_orders(items, runs):
                        "(each layout then runs equally often first, second, ...)")
     # Each n rows of the design are a Latin square, so any multiple of n
     # runs balances positions
-    rows = williams(items)
-    return [rows[r % len(rows)] for r in range(runs)]
+    return orders(items, runs)
 
 
 def orders(items, runs):
-    """balanced_orders() where runs can balance; otherwise (a smoke run's
-    single one) the design's first rows."""
-    n = len(tuple(items))
-    if runs >= n and runs % n == 0:
-        return balanced_orders(items, runs)
+    """The rows of the Williams design in turn, for any number of runs
+    (balanced_orders() refuses those that cannot balance; a smoke run's
+    single one takes the first row)."""
     rows = williams(items)
     return [rows[r % len(rows)] for r in range(runs)]
 
