@@ -11,9 +11,9 @@ the order balanced, the results written, its cgroups removed and its
 processes stopped.  Bounds check that the layouts are what they claim,
 far from what was measured (docs/results/2026-11-28-bench-host.md):
   - busy max/min share, 2-1-1: per-domain >= 1.4 (medians measured
-    2.01-2.04), per-domain-scaled and per-host <= 1.4 (1.00-1.05);
+    2.00-2.05), per-domain-scaled and per-host <= 1.4 (1.00-1.05);
   - a capped vCPU's mean share <= 0.25 of a CPU (its cap is 0.2; measured
-    0.19-0.20; uncapped it would get 0.33 on 2 CPUs in two of the layouts,
+    0.189-0.201; uncapped it would get 0.33 on 2 CPUs in two of the layouts,
     more on larger hosts).
 On a v2 host whose root does not enable cpu for its children (the
 v2-nosystemd row before libvirt ran) it first checks the refusal, then
