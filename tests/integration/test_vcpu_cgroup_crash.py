@@ -18,10 +18,13 @@ cgroup v2, where placement is chosen at start.
   median on either side (0.91 s median, 2.03 s slowest on the stock path
   against 0.86 s and 1.74 s for ours on v2-machined, 2026-11-27); the
   90th percentile is about the seventh slowest of them.  On the test
-  host, whose CPUs are QEMU TCG CPUs, both comparisons are printed
-  ('# measured:'), not gated: two matrix runs of 2026-11-27 read a 90th
-  percentile of 1.06 and 1.79 s (stock 0.97 and 1.09 s), the second
-  0.35 s inside its bound, half the spread of the two readings;
+  host, whose CPUs are QEMU TCG CPUs, the comparison could not be gated:
+  two matrix runs of 2026-11-27 read a 90th percentile of 1.06 and 1.79 s
+  (stock 0.97 and 1.09 s), the second 0.35 s inside its bound, half the
+  spread of the two readings.  It is not measured there (its six domain
+  starts took minutes of the matrix for two printed figures): the
+  development host measures and gates it, for the live moves of cgroup
+  v1; the starts of v2 have only the figures above;
 - the daemon killed with SIGKILL at several points of a placement change
   restarts with every domain that was running still running (the same QEMU
   process), each in a valid cgroup: its vCPU threads all in the per-host
@@ -178,11 +181,7 @@ def check_list_latency(t, a, tuned_dom):
          f"stock {max(stock):.2f} s", "slowest"),
     ]
     for got, bound, what, figure in checks:
-        if labtest.CONFIG.testhost:
-            print(f"# measured: {what}, {bound:.2f} s on the development host's rule): "
-                  f"TCG CPUs, not compared", flush=True)
-        else:
-            t.bound(got, bound, f"{what}, allowed {bound:.2f} s)", unit="s", figure=figure)
+        t.bound(got, bound, f"{what}, allowed {bound:.2f} s)", unit="s", figure=figure)
 
 
 def check_interrupted_start(t, what):
@@ -240,7 +239,8 @@ def main(t):
     if tuned:
         t.ok(vcpucg.all_own(tuned), f"{tuned} (cpu_shares) has its vCPUs in its own groups",
              vcpucg.placement_report(tuned))
-    check_list_latency(t, a, tuned)
+    if not labtest.CONFIG.testhost:
+        check_list_latency(t, a, tuned)
     if tuned:
         daemon.virsh(["destroy", tuned], capture=True)
 

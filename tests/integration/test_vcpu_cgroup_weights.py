@@ -30,7 +30,9 @@ relative to four default 1-vCPU domains:
 - the four default guests keep equal CPU time per vCPU (max/min at most
   1.45, 1.75 on TCG CPUs), except under the binding cap, where no fairness
   claim is made;
-- writing the defaults back brings it back to its share.
+- writing the defaults back brings it back to its share (on v1, where
+  they are written live; on v2 that is a start without <cputune>, which
+  the first measurement is).
 
 A setting whose measured checks fail is measured once more before they
 count; every measured check prints its margin ('# margin:').
@@ -236,9 +238,12 @@ def main(t):
          half / (4 * D + half), "lower"),
         (f"cpu_shares={4 * D}", [f"cpu_shares={4 * D}"], {"shares": str(4 * D)},
          4 * D / (4 * D + 4 * D), "higher"),
-        ("defaults written back", [f"cpu_shares={D}", "vcpu_quota=-1"], None,
-         base[noisy], "back"),
     ]
+    if not vcpucg.V2:
+        # On v2 writing the defaults back is a start without <cputune>, as
+        # the first measurement was: measured there already
+        cases.append(("defaults written back", [f"cpu_shares={D}", "vcpu_quota=-1"], None,
+                      base[noisy], "back"))
     for what, settings, cputune, want, check in cases:
         noisy = apply(noisy, settings, cputune)
         names = small + [noisy]
