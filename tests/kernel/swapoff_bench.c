@@ -17,7 +17,10 @@
  *   swapoff-bench: idle=N run=I ms=T walked=W skipped=S ptkb_idle=P
  *                  ptkb_swapped=Q ok=1
  *
- * walked/skipped come from /proc/vmstat (-1 when the kernel lacks them);
+ * walked/skipped count the swap:swapoff_mm trace events of the run, in a
+ * tracefs instance of the benchmark's own at /sys/kernel/tracing (-1 when
+ * the kernel lacks the event, tracefs is not mounted there, or the buffer
+ * lost events);
  * ptkb_idle and ptkb_swapped are the page tables (VmPTE, kB) of all idle
  * processes together and of the swapped process, read just before
  * swapoff: what a walk of their address spaces has to look through, in
@@ -35,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/swap.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -73,21 +77,67 @@ static int find_swap(void)
 	return -1;
 }
 
-static long vmstat(const char *key)
-{
-	char k[128];
-	long v;
-	FILE *f = fopen("/proc/vmstat", "r");
+#define TRACE_DIR "/sys/kernel/tracing/instances/swapoff_bench"
 
-	if (!f)
+static int write_file(const char *path, const char *val, int flags)
+{
+	int fd = open(path, O_WRONLY | flags);
+	ssize_t n;
+
+	if (fd < 0)
 		return -1;
-	while (fscanf(f, "%127s %ld", k, &v) == 2)
-		if (!strcmp(k, key)) {
-			fclose(f);
-			return v;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/* An instance with swap:swapoff_mm enabled; 0, or -1 without the event. */
+static int trace_start(void)
+{
+	if (mkdir(TRACE_DIR, 0700) && errno != EEXIST)
+		return -1;
+	if (write_file(TRACE_DIR "/events/swap/swapoff_mm/enable", "1", 0)) {
+		rmdir(TRACE_DIR);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The mms swapoff walked and skipped since the buffer was last emptied,
+ * which it is then again; -1 each if the buffer lost events.
+ */
+static void trace_take(long *walked, long *skipped)
+{
+	unsigned long in_buffer, written;
+	char line[512];
+	FILE *f = fopen(TRACE_DIR "/trace", "r");
+
+	*walked = *skipped = -1;
+	if (!f)
+		return;
+	*walked = *skipped = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "# entries-in-buffer/entries-written: %lu/%lu",
+			   &in_buffer, &written) == 2 && in_buffer != written) {
+			*walked = *skipped = -1;
+			break;
 		}
+		if (line[0] == '#' || !strstr(line, " swapoff_mm: "))
+			continue;
+		if (strstr(line, " skipped=1"))
+			(*skipped)++;
+		else
+			(*walked)++;
+	}
 	fclose(f);
-	return -1;
+	write_file(TRACE_DIR "/trace", "", O_TRUNC);
+}
+
+static void trace_stop(void)
+{
+	write_file(TRACE_DIR "/events/enable", "0", 0);
+	rmdir(TRACE_DIR);
 }
 
 /* A process's page tables in kB (VmPTE of /proc/PID/status), or -1. */
@@ -221,7 +271,7 @@ static char ask(int cmd, int ack, char c)
 
 static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 {
-	int scmd[2], sack[2], iack[2], i, r, bad = 0;
+	int scmd[2], sack[2], iack[2], i, r, bad = 0, traced;
 	size_t npages = (mapped_mib << 20) / pagesize;
 	pid_t swapped, *idle;
 	sigset_t set;
@@ -256,8 +306,9 @@ static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 			idle_main(iack[1]);
 	}
 
+	traced = !trace_start();
 	for (r = 1; r <= runs; r++) {
-		long w0, s0, w1, s1, pt_idle = 0, pt_swapped;
+		long walked = -1, skipped = -1, pt_idle = 0, pt_swapped;
 		double t0, t1;
 		char c;
 		int flags = prio >= 0 ? SWAP_FLAG_PREFER | prio : 0;
@@ -272,23 +323,24 @@ static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 		for (i = 0; i < nidle; i++)
 			pt_idle += vmpte_kb(idle[i]);
 		pt_swapped = vmpte_kb(swapped);
-		w0 = vmstat("swapoff_mm_walk");
-		s0 = vmstat("swapoff_mm_skip");
+		if (traced)
+			trace_take(&walked, &skipped);
 		t0 = now_ms();
 		if (swapoff(dev))
 			die("swapoff");
 		t1 = now_ms();
-		w1 = vmstat("swapoff_mm_walk");
-		s1 = vmstat("swapoff_mm_skip");
+		if (traced)
+			trace_take(&walked, &skipped);
 		if (swapon(dev, flags))
 			die("swapon");
 		c = ask(scmd[1], sack[0], 'v');
 		printf("swapoff-bench: idle=%d run=%d ms=%.1f walked=%ld skipped=%ld ptkb_idle=%ld ptkb_swapped=%ld ok=%d\n",
-		       nidle, r, t1 - t0, w0 < 0 ? -1 : w1 - w0,
-		       s0 < 0 ? -1 : s1 - s0, pt_idle, pt_swapped,
+		       nidle, r, t1 - t0, walked, skipped, pt_idle, pt_swapped,
 		       c == '0' && !bad);
 		fflush(stdout);
 	}
+	if (traced)
+		trace_stop();
 	for (i = 0; i < nidle; i++)
 		kill(idle[i], SIGKILL);
 	kill(swapped, SIGKILL);

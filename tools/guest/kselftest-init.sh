@@ -17,6 +17,8 @@
 . /lib/unsteal/preamble.sh
 mount -t tmpfs tmp /tmp
 mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+# where a distribution mounts it: the tests count trace events there
+mount -t tracefs nodev /sys/kernel/tracing
 arg() { sed -n "s/.*unsteal\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 # shellcheck disable=SC2012 # the names are node0, node1...
 echo "unsteal-kselftest: $(uname -r) cpus=$(nproc)" \
