@@ -208,9 +208,9 @@ def lab_processes():
     """PIDs of lab daemons and QEMU processes still alive."""
     pids = []
     for name in (daemon.lab().daemon, "virtlogd"):
-        if daemon._pid(name):
-            pids.append(daemon._pid(name))
-    return pids + daemon._qemu_pids()
+        if daemon.pid(name):
+            pids.append(daemon.pid(name))
+    return pids + daemon.qemu_pids()
 
 
 def processes_named(comm):

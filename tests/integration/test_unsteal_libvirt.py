@@ -172,7 +172,7 @@ def main(t):
     try:
         first = s.wait_for(lambda r: r["libvirt"] == "connected", 15)
         t.ok(first is not None, "streaming: connected at first")
-        daemon._kill(daemon._pid(daemon.lab().daemon), daemon.lab().daemon)
+        daemon.terminate(daemon.pid(), daemon.lab().daemon)
         lost = s.wait_for(lambda r: r["libvirt"] == "disconnected", 15)
         t.ok(lost is not None, "virtqemud stopped: unsteal reports libvirt disconnected")
         if lost:

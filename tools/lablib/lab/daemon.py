@@ -237,7 +237,7 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
     old = _pid(lb.daemon)
     if old:
         step(f"lab: restarting {lb.daemon} (pid {old}) with the new qemu.conf")
-        _kill(old, lb.daemon)
+        terminate(old, lb.daemon)
     step(f"lab: starting {lb.daemon}" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
     proc = _spawn(lb.daemon, ["-f", conf])
     pid = proc.pid
@@ -248,7 +248,9 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
     return pid
 
 
-def _kill(pid, name, timeout=15):
+def terminate(pid, name, timeout=15):
+    """Stop a process the lab started: SIGTERM, SIGKILL after timeout
+    seconds, then reap it; name is what the warning calls it."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -297,7 +299,8 @@ def lab_domains():
     return sorted(names)
 
 
-def _qemu_pids():
+def qemu_pids():
+    """PIDs of the lab's QEMU processes still running (from libvirt's pid files)."""
     pids = []
     for pf in glob.glob(os.path.join(lab().rundir, "qemu", "*.pid")):
         try:
@@ -384,14 +387,14 @@ def stop():
             virsh(["undefine", d], check=False, capture=True)
         if domains:
             step(f"lab: destroyed {len(domains)} domain(s): {' '.join(domains)}")
-    for pid in _qemu_pids():
+    for pid in qemu_pids():
         step(f"lab: stopping leftover QEMU pid {pid}")
-        _kill(pid, "qemu")
+        terminate(pid, "qemu")
     for name in (lb.daemon, "virtlogd"):
         pid = _pid(name)
         if pid:
             step(f"lab: stopping {name} (pid {pid})")
-            _kill(pid, name)
+            terminate(pid, name)
     removed, busy = 0, []
     groups, parts = lab_cgroups(domains, ids)
     for path in groups:
@@ -434,6 +437,7 @@ def running():
     return _pid(lab().daemon) is not None
 
 
-def pid():
-    """PID of the lab's libvirt daemon, or None."""
-    return _pid(lab().daemon)
+def pid(name=None):
+    """PID of the lab's libvirt daemon, or of its daemon name (virtlogd), or
+    None when it is not running."""
+    return _pid(name or lab().daemon)
