@@ -206,11 +206,8 @@ def cgroup_value(controller, path, name):
 
 def lab_processes():
     """PIDs of lab daemons and QEMU processes still alive."""
-    pids = []
-    for name in (daemon.lab().daemon, "virtlogd"):
-        if daemon.pid(name):
-            pids.append(daemon.pid(name))
-    return pids + daemon.qemu_pids()
+    pids = [daemon.pid(name) for name in (daemon.lab().daemon, "virtlogd")]
+    return [p for p in pids if p] + daemon.qemu_pids()
 
 
 def processes_named(comm):

@@ -91,12 +91,16 @@ static int write_file(const char *path, const char *val, int flags)
 	return n == (ssize_t)strlen(val) ? 0 : -1;
 }
 
-/* An instance with swap:swapoff_mm enabled; 0, or -1 without the event. */
+/*
+ * An empty instance (one left by an earlier run is emptied) with
+ * swap:swapoff_mm enabled; 0, or -1 without the event.
+ */
 static int trace_start(void)
 {
 	if (mkdir(TRACE_DIR, 0700) && errno != EEXIST)
 		return -1;
-	if (write_file(TRACE_DIR "/events/swap/swapoff_mm/enable", "1", 0)) {
+	if (write_file(TRACE_DIR "/trace", "", O_TRUNC) ||
+	    write_file(TRACE_DIR "/events/swap/swapoff_mm/enable", "1", 0)) {
 		rmdir(TRACE_DIR);
 		return -1;
 	}
@@ -104,8 +108,9 @@ static int trace_start(void)
 }
 
 /*
- * The mms swapoff walked and skipped since the buffer was last emptied,
- * which it is then again; -1 each if the buffer lost events.
+ * The mms swapoff walked and skipped since the buffer was last emptied
+ * (only swapoff emits the event), which it is then again; -1 each if the
+ * buffer lost events.
  */
 static void trace_take(long *walked, long *skipped)
 {
@@ -323,8 +328,6 @@ static void bench(int nidle, int runs, size_t mapped_mib, size_t swapped_mib)
 		for (i = 0; i < nidle; i++)
 			pt_idle += vmpte_kb(idle[i]);
 		pt_swapped = vmpte_kb(swapped);
-		if (traced)
-			trace_take(&walked, &skipped);
 		t0 = now_ms();
 		if (swapoff(dev))
 			die("swapoff");
