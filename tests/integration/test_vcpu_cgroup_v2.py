@@ -18,7 +18,8 @@ variants).
   sharing domain CPU tunables of its own is refused before anything
   changes and says how to apply it (--config and a restart); --config
   applies at the next start; a domain with its own group may go back to
-  the defaults live, and joins the partition at its next start;
+  the defaults live, and joins the partition at its next start; defaults
+  given explicitly count as defaults and stay in the live XML;
 - stopping a domain removes its group.
 """
 
@@ -160,12 +161,25 @@ def check_kept_placement(t, a, dom):
     t.ok(vcpucg.all_own(a), "it keeps its group while it runs", vcpucg.placement_report(a))
     t.eq(labtest.cgroup_value("cpu", vcpucg.vcpu_path(own, 0), "cpu.cfs_quota_us"), "max",
          "without the quota")
-    p = vcpucg.schedinfo(a, "vcpu_quota=-1", live=False, config=True)
+    # ... given explicitly: they count as defaults, and stay in its XML
+    defaults = {"cpu_shares": "100", "vcpu_period": "100000", "vcpu_quota": "-1",
+                "emulator_period": "100000", "global_period": "100000"}
+    p = vcpucg.schedinfo(a, *(f"{k}={v}" for k, v in defaults.items()),
+                         live=False, config=True)
+    t.ok(p.returncode == 0, "schedinfo --config sets every default explicitly", p.stderr)
     daemon.virsh(["destroy", a], capture=True)
-    daemon.virsh(["start", a], capture=True)
+    p = daemon.virsh(["start", a], check=False, capture=True)
+    t.ok(p.returncode == 0, "a domain with explicit defaults starts", p.stderr)
     guest.wait_console(a, "unsteal-guest: ready")
     t.ok(vcpucg.all_shared(a), "and joins the partition at its next start",
          vcpucg.placement_report(a))
+    xml = daemon.virsh(["dumpxml", a], capture=True).stdout
+    tags = {"cpu_shares": "shares", "vcpu_period": "period", "vcpu_quota": "quota",
+            "emulator_period": "emulator_period", "global_period": "global_period"}
+    missing = [f"<{tags[k]}>{v}</{tags[k]}>" for k, v in defaults.items()
+               if f"<{tags[k]}>{v}</{tags[k]}>" not in xml]
+    t.ok(not missing, "its live XML keeps the defaults it was given",
+         f"missing: {missing}")
 
 
 def main(t):
