@@ -26,7 +26,7 @@ ok = tap.ok
 
 from lablib import common  # noqa: E402
 from lablib.build import mesonlog  # noqa: E402
-from lablib.package import package  # noqa: E402
+from lablib.package import libvirt_deb  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 
@@ -134,7 +134,7 @@ def make_stack(patches, extra=""):
 # 1. A good series.
 d = make_stack([("0001-demo-Return-the-answer.patch", GOOD)])
 try:
-    base, info = package.prepare(d)
+    base, info = libvirt_deb.prepare(d)
     err = None
 except LabError as e:
     err = e
@@ -166,7 +166,7 @@ if err is None:
 # 2. A patch written against upstream that conflicts with Debian's patch.
 d = make_stack([("0001-demo-Reword-line-two.patch", CONFLICT)])
 try:
-    package.prepare(d)
+    libvirt_deb.prepare(d)
     err = None
 except LabError as e:
     err = str(e)
@@ -176,11 +176,11 @@ ok(err is not None and "does not apply on Debian's patched tree" in err
 
 # 3. package_revision.
 d = make_stack([("0001-demo-Return-the-answer.patch", GOOD)], extra="package_revision=3\n")
-base, info = package.prepare(d)
+base, info = libvirt_deb.prepare(d)
 ok(info["version"] == "1.0-1+unsteal3", "package_revision=3 gives +unsteal3", info["version"])
 d = make_stack([("0001-demo-Return-the-answer.patch", GOOD)], extra="package_revision=x\n")
 try:
-    package.prepare(d)
+    libvirt_deb.prepare(d)
     err = None
 except LabError as e:
     err = str(e)
@@ -188,7 +188,7 @@ ok(err is not None and "package_revision" in err, "a bad package_revision is ref
 
 # 4. Bad stack argument.
 try:
-    package.resolve_stack(os.path.join(WORK, "nowhere"), "libvirt")
+    libvirt_deb.resolve_stack(os.path.join(WORK, "nowhere"), "libvirt")
     err = None
 except LabError as e:
     err = str(e)
@@ -222,11 +222,11 @@ for ext, want in ((".in", "usr/lib/systemd/system/machine-x.slice\n"),
     inst = os.path.join(tree, "debian", "libvirt-daemon-driver-qemu.install" + ext)
     with open(inst, "w") as fh:
         fh.write("usr/bin/virt-qemu-run\n")
-    units = package._install_units(tree, {"package": "libvirt", "version": "1"}, [unit_patch])
+    units = libvirt_deb._install_units(tree, {"package": "libvirt", "version": "1"}, [unit_patch])
     ok(units == ["machine-x.slice"] and open(inst).read().endswith(want),
        f"a unit the series adds is installed by the QEMU driver's package (.install{ext})",
        open(inst).read())
-ok(package._install_units(tree, {"package": "linux", "version": "1"}, [unit_patch]) == [],
+ok(libvirt_deb._install_units(tree, {"package": "linux", "version": "1"}, [unit_patch]) == [],
    "other packages get no unit")
 
 sys.exit(tap.end())

@@ -23,7 +23,7 @@ ROOT = tap.ROOT
 ok = tap.ok
 
 from lablib import common  # noqa: E402
-from lablib.stack import stack  # noqa: E402
+from lablib.stack import patchqueue  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def commit(wt, path, text, subject, body, signoff=True):
 def main():
     sha = make_base()
     d = make_stack(sha)
-    wt = stack.ensure_worktree(d)
+    wt = patchqueue.ensure_worktree(d)
     ok(os.path.exists(os.path.join(wt, "hello.c")), "work tree holds the base")
     ok(git(wt, "tag").split() == ["base"], "the base is tagged 'base'")
 
@@ -79,39 +79,39 @@ def main():
            "The first comment explains nothing but exists for the test.")
     commit(wt, "README", "two\n", "docs: Extend the README",
            "A second patch so that the series has an order to keep.")
-    names = stack.export(d)
+    names = patchqueue.export(d)
     ok(len(names) == 2 and open(os.path.join(d, "series")).read().split() == names,
        "export writes two patches and the series", names)
     first = {x: open(os.path.join(d, x)).read() for x in names}
     ok(all(x.startswith("From 0000000000000000000000000000000000000000") for x in first.values()),
        "exported patches carry no commit id")
     ok(all("\n-- \n" not in x for x in first.values()), "exported patches carry no version trailer")
-    stack.export(d)
+    patchqueue.export(d)
     again = {x: open(os.path.join(d, x)).read() for x in names}
     ok(first == again, "exporting again changes nothing")
 
     # A work tree made from the series commits as the series' author.
-    wt = stack.ensure_worktree(d, force=True)
+    wt = patchqueue.ensure_worktree(d, force=True)
     ident = subprocess.run(["git", "-C", wt, "var", "GIT_AUTHOR_IDENT"], check=True,
                            capture_output=True, text=True).stdout
     ok(ident.startswith("T <t@t.invalid> "),
        "a new commit in the work tree is authored by the series' author", ident)
 
     try:
-        stack.check(d)
+        patchqueue.check(d)
         ok(True, "a good series passes check")
     except LabError as e:
         ok(False, "a good series passes check", e)
 
     # A cover letter: its text is kept, its shortlog follows the series,
     # and check notices when it no longer announces the series.
-    cover = os.path.join(d, stack.COVER)
+    cover = os.path.join(d, patchqueue.COVER)
     with open(cover, "w") as fh:
         fh.write("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
                  "From: T <t@t.invalid>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\n"
                  "Subject: [PATCH 00/1] demo: Comments for everyone\n\n"
                  "Why the series exists, written by hand.\n\nT (1):\n  old\n")
-    stack.export(d)
+    patchqueue.export(d)
     text = open(cover).read()
     ok("[PATCH 0/2] demo: Comments for everyone" in text and
        "Why the series exists, written by hand." in text and
@@ -123,14 +123,14 @@ def main():
     ok(open(os.path.join(d, "series")).read().split() == names and os.path.exists(cover),
        "the cover letter is kept out of the series")
     try:
-        stack.check(d)
+        patchqueue.check(d)
         ok(True, "a series with a current cover letter passes check")
     except LabError as e:
         ok(False, "a series with a current cover letter passes check", e)
     with open(cover, "w") as fh:
         fh.write(text.replace("[PATCH 0/2]", "[PATCH 0/3]"))
     try:
-        stack.check(d)
+        patchqueue.check(d)
         ok(False, "check notices a stale cover letter")
     except LabError as e:
         ok("announces 3 patches" in str(e), "check notices a stale cover letter", e)
@@ -138,7 +138,7 @@ def main():
     # work tree's commits are then the cover letter's sender's.
     with open(cover, "w") as fh:
         fh.write(text.replace("From: T <t@t.invalid>", "From: Series Owner <so@t.invalid>"))
-    wt = stack.ensure_worktree(d, force=True)
+    wt = patchqueue.ensure_worktree(d, force=True)
     ident = subprocess.run(["git", "-C", wt, "var", "GIT_AUTHOR_IDENT"], check=True,
                            capture_output=True, text=True).stdout
     ok(ident.startswith("Series Owner <so@t.invalid> "),
@@ -146,7 +146,7 @@ def main():
     os.unlink(cover)
 
     # A work tree created from the exported stack has the same commits.
-    wt2 = stack.ensure_worktree(d, force=True)
+    wt2 = patchqueue.ensure_worktree(d, force=True)
     ok(git(wt2, "log", "--format=%s", "base..").split("\n")[:2] ==
        ["docs: Extend the README", "demo: Add the first comment"],
        "the series re-applies as the same commits")
@@ -156,21 +156,21 @@ def main():
     # harder nested layout must work too): a work tree of its own, and
     # neither export nor check of one stack touches the other's patches.
     d2 = make_stack(make_base("2.0"), os.path.join(d, "old-base"), "demo-2.0", "2.0")
-    wt3 = stack.ensure_worktree(d2)
-    ok(wt3 != stack.worktree_path(d) and os.path.exists(os.path.join(wt3, "hello.c")),
+    wt3 = patchqueue.ensure_worktree(d2)
+    ok(wt3 != patchqueue.worktree_path(d) and os.path.exists(os.path.join(wt3, "hello.c")),
        "the second base gets its own work tree", wt3)
     commit(wt3, "hello.c", "/* ported */\n", "demo: Add the first comment",
            "The same change, ported to the older base of the project.")
-    names2 = stack.export(d2)
+    names2 = patchqueue.export(d2)
     ok(sorted(os.listdir(d2)) == sorted(["BASE", "series"] + names2),
        "export of the second base writes into its own directory", os.listdir(d2))
-    stack.export(d)
+    patchqueue.export(d)
     ok(set(os.listdir(d)) == {"BASE", "series", "old-base"} | set(names) and
        os.listdir(d2) and sorted(os.listdir(d2)) == sorted(["BASE", "series"] + names2),
        "export of the first stack leaves the nested one alone", os.listdir(d))
     try:
-        stack.check(d)
-        stack.check(d2)
+        patchqueue.check(d)
+        patchqueue.check(d2)
         ok(True, "both bases pass check")
     except LabError as e:
         ok(False, "both bases pass check", e)
@@ -188,7 +188,7 @@ def main():
         with open(bad, "w") as fh:
             fh.write(broken)
         try:
-            stack.check(d)
+            patchqueue.check(d)
             ok(False, what, "check passed")
         except LabError as e:
             ok(names[1] in str(e) and words in str(e), what, e)
@@ -202,7 +202,7 @@ def main():
     with open(base, "w") as fh:
         fh.write(text.replace(sha, "0" * 64))
     try:
-        stack.check(d)
+        patchqueue.check(d)
         ok(False, "a wrong sha256 pin fails")
     except LabError as e:
         ok(base in str(e), "a wrong sha256 pin is reported with the BASE file", e)
@@ -224,7 +224,7 @@ def main():
        and [s.key for s in stacks.of_package("libvirt")] == ["libvirt", "libvirt-9.0"],
        "each project's default stack, libvirt's stacks in order")
     other = stacks.at(d)
-    ok(other.key == d and other.worktree == stack.worktree_path(d) and
+    ok(other.key == d and other.worktree == patchqueue.worktree_path(d) and
        stacks.at(os.path.join(ROOT, "libvirt-patches", "debian-12")) is stacks.get("libvirt-9.0"),
        "a stack is found by its directory; an undeclared one is named by it", other)
     return tap.end()

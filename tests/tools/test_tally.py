@@ -145,9 +145,9 @@ def stub_run_all():
     put(testrun, "_builds", lambda t, tier: True)
     put(testrun, "_libvirt_suites", lambda t, built, quick: None)
     put(testrun, "_package_and_hosts", lambda t, built, quick: None)
-    put(testrun.stack, "read_series", lambda d: ["0001-x.patch"])
-    from lablib.build import ownsrc
-    put(ownsrc, "test", lambda: Counts(1, 0))
+    put(testrun.patchqueue, "read_series", lambda d: ["0001-x.patch"])
+    from lablib.build import unsteal_build
+    put(unsteal_build, "test", lambda: Counts(1, 0))
     return saved
 
 

@@ -64,18 +64,18 @@ def cmd_fetch(args):
 
 
 def cmd_worktree(args):
-    from .stack import stack, stacks
-    print(stack.ensure_worktree(stacks.get(args.stack).dir, force=args.force))
+    from .stack import patchqueue, stacks
+    print(patchqueue.ensure_worktree(stacks.get(args.stack).dir, force=args.force))
 
 
 def cmd_export(args):
-    from .stack import stack, stacks
-    stack.export(stacks.get(args.stack).dir)
+    from .stack import patchqueue, stacks
+    patchqueue.export(stacks.get(args.stack).dir)
 
 
 def cmd_check(args):
     from .common import LabError
-    from .stack import stack, stacks
+    from .stack import patchqueue, stacks
     st = stacks.get(args.stack)
     build_each = None
     if args.build_each:
@@ -87,7 +87,7 @@ def cmd_check(args):
         build_each = build_tree
     if args.config_matrix and st.package != "linux":
         raise LabError(f"--config-matrix: {st.key} is not a kernel stack")
-    stack.check(st.dir, build_each=build_each)
+    patchqueue.check(st.dir, build_each=build_each)
     if st.package == "linux":
         from .build import kcheck
         kcheck.checkpatch(st.dir)
@@ -110,8 +110,8 @@ def cmd_build(args):
         from .build import kernel
         kernel.build(patched=not args.stock)
     if args.what in ("src", "all"):
-        from .build import ownsrc
-        ownsrc.build()
+        from .build import unsteal_build
+        unsteal_build.build()
 
 
 def cmd_start(args):
@@ -168,10 +168,10 @@ def cmd_bench(args):
 
 def cmd_package(args):
     if args.what == "unsteal":
-        from .package import upackage
-        return upackage.command(args)
-    from .package import package
-    return package.command(args)
+        from .package import unsteal_deb
+        return unsteal_deb.command(args)
+    from .package import libvirt_deb
+    return libvirt_deb.command(args)
 
 
 def cmd_test(args):

@@ -81,9 +81,9 @@ def unsteal_binary():
     """The analyser to run: UNSTEAL_BIN, else our build (updated first)."""
     path = config.get().unsteal_bin
     if not path:
-        from ..build import ownsrc
-        ownsrc.build()
-        path = os.path.join(ownsrc.BUILDDIR, "src", "unsteal")
+        from ..build import unsteal_build
+        unsteal_build.build()
+        path = os.path.join(unsteal_build.BUILDDIR, "src", "unsteal")
     if not os.access(path, os.X_OK):
         raise LabError(f"bench exporter: {path} is not an executable unsteal")
     return path

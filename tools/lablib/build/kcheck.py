@@ -32,7 +32,7 @@ FINDING_RE = re.compile(r"^.*?:\d+: (ERROR|WARNING|CHECK):(\w+): (.*)$")
 
 
 def _worktree(stack_dir):
-    from ..stack.stack import ensure_worktree
+    from ..stack.patchqueue import ensure_worktree
     return ensure_worktree(stack_dir, quiet_reuse=True)
 
 
@@ -84,7 +84,7 @@ def run_checkpatch(tree, patch):
 def checkpatch(stack_dir=None):
     """Every patch of the kernel series checkpatch --strict clean, but for the
     accepted findings; returns the number of patches checked."""
-    from ..stack.stack import read_series
+    from ..stack.patchqueue import read_series
     stack_dir = stack_dir or stacks.get("kernel").dir
     tree = _worktree(stack_dir)
     accepted = read_accepted(stack_dir)

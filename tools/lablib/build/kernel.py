@@ -106,7 +106,7 @@ def flavour_name(patched=True, debug=False, extra=()):
 
 def build(patched=True, debug=False, extra=()):
     """Build a bzImage; extra names more fragments (kernel-patches/config/NAME.config)."""
-    from ..stack.stack import ensure_worktree
+    from ..stack.patchqueue import ensure_worktree
     wt = ensure_worktree(stacks.get("kernel").dir)
     src = wt if patched else stock_tree(wt)
     flavour = flavour_name(patched, debug, extra)

@@ -108,7 +108,7 @@ def configure(src, bdir, pfx, log):
 def build(install=True, stack=None):
     """Build (and install) one libvirt stack's work tree (default: the lab's)
     into its own prefix."""
-    from ..stack.stack import ensure_worktree
+    from ..stack.patchqueue import ensure_worktree
     stack = check_stack(stack or stacks.lab_libvirt())
     src = ensure_worktree(stack.dir)
     bdir, pfx = builddir(stack), prefix(stack)
@@ -133,7 +133,7 @@ def build_stock():
     The control-plane benchmark compares it with the patched build.  The
     tree is a second git work tree of the same repository at the base tag.
     """
-    from ..stack.stack import add_untracked, ensure_worktree
+    from ..stack.patchqueue import add_untracked, ensure_worktree
     patched = stacks.default("libvirt")
     wt = ensure_worktree(patched.dir, quiet_reuse=True)
     src = wt + "-stock"

@@ -29,7 +29,7 @@ except ImportError:  # Python < 3.11
 
 from ..common import BUILD, LabError, mkdirs, run, step, watch
 from . import chroot
-from ..stack import sources, stack
+from ..stack import patchqueue, sources
 
 QUILT_ENV = {"QUILT_PATCHES": "debian/patches", "QUILT_PC": ".pc", "LC_ALL": "C.UTF-8"}
 # test-patches' build profiles (no docs, no udebs, no source package, no dbg).
@@ -60,7 +60,7 @@ def unpack(stack_dir, sub="check", partial=False):
         touched = set()
         pdirs = [os.path.join(tree, "debian", "patches"), stack_dir]
         for pdir in pdirs:
-            for name in stack.read_series(pdir):
+            for name in patchqueue.read_series(pdir):
                 with open(os.path.join(pdir, name), errors="replace") as fh:
                     for line in fh:
                         # quilt applies with -p1: drop the first component.
@@ -94,11 +94,11 @@ def unpack(stack_dir, sub="check", partial=False):
 def apply_series(stack_dir, tree, base):
     """Debian's patches with quilt, then ours as test-patches applies them (fuzz 0)."""
     log = os.path.join(BUILD, "logs", f"package-linux-{base['version']}-quilt.log")
-    n_deb = len(stack.read_series(os.path.join(tree, "debian", "patches")))
+    n_deb = len(patchqueue.read_series(os.path.join(tree, "debian", "patches")))
     step(f"kernel package: quilt push -a: Debian's {n_deb} patches")
     if _quilt(["push", "-a", "--fuzz=0", "-q"], tree, log).returncode != 0:
         raise LabError(f"Debian's own patches do not apply to the orig tarball; see {log}")
-    patches = stack.read_series(stack_dir)
+    patches = patchqueue.read_series(stack_dir)
     for i, name in enumerate(patches, 1):
         rel = f"test/{name}"
         if _quilt(["import", "-P", rel, os.path.join(stack_dir, name)], tree,
@@ -215,7 +215,7 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
     """Full build of one flavour's image package with test-patches in a build root."""
     base, paths = sources.fetch_base(stack_dir, which=("orig", "debian"))
     jobs = jobs or os.cpu_count() or 2
-    patches = stack.read_series(stack_dir)
+    patches = patchqueue.read_series(stack_dir)
     rootdir = os.path.join(_workdir(base), "root")
     root = chroot.Root(chroot.base_tarball(base["suite"]), rootdir)
     logs = os.path.join(BUILD, "logs")

@@ -33,7 +33,7 @@ import time
 from ..common import BUILD, LabError, mkdirs, read_kv, run, step, watch
 from . import chroot
 from ..build import mesonlog
-from ..stack import sources, stack, stacks
+from ..stack import patchqueue, sources, stacks
 
 SUFFIX_NAME = "unsteal"
 MAINTAINER = "Unsteal Developers <dev@unsteal.invalid>"
@@ -137,7 +137,7 @@ def prepare(stack_dir, sub="src"):
     ('check' for the test stage, so that it never touches a running build).
     """
     base, paths = sources.fetch_base(stack_dir, which=("orig", "debian"))
-    patches = stack.read_series(stack_dir)
+    patches = patchqueue.read_series(stack_dir)
     version = local_version(base)
     wd = os.path.join(workdir(base), sub)
     shutil.rmtree(wd, ignore_errors=True)
@@ -482,6 +482,6 @@ def command(args):
         if not args.no_install_check:
             install_check(stack_dir)
         return 0
-    from . import kpackage
+    from . import kernel_deb
     stack_dir = resolve_stack(args.stack, "linux")
-    return kpackage.command(stack_dir, args)
+    return kernel_deb.command(stack_dir, args)

@@ -3,7 +3,7 @@
 
 The packaging is debian/ at the top of this repository (a native package:
 the version is meson.build's project version).  Steps, each in a throwaway
-root of Debian 13 made by chroot.py, as for libvirt's packages (package.py):
+root of Debian 13 made by chroot.py, as for libvirt's packages (libvirt_deb.py):
 
   source    the work tree's files (those git tracks, and new ones it does
             not ignore) become unsteal-VERSION/, and dpkg-source -b makes
@@ -29,7 +29,7 @@ import re
 import shutil
 
 from ..common import BUILD, LabError, ROOT, mkdirs, run, step
-from . import package
+from . import libvirt_deb
 from ..stack import sources
 
 PACKAGE = "unsteal"
@@ -62,10 +62,10 @@ def outdir():
 
 def source():
     """The source package from the work tree's tracked files; (base, info) as
-    package.prepare() returns them, for package.build_root()."""
+    libvirt_deb.prepare() returns them, for libvirt_deb.build_root()."""
     base = _base()
     ver = base["version"]
-    wd = os.path.join(package.workdir(base), "src")
+    wd = os.path.join(libvirt_deb.workdir(base), "src")
     shutil.rmtree(wd, ignore_errors=True)
     top = f"{PACKAGE}-{ver}"
     tree = os.path.join(wd, top)
@@ -95,15 +95,15 @@ def build(jobs=None, keep_root=False):
     """Build, lintian (no error, no warning), outputs into outdir()."""
     base, info = source()
     tag = f"{PACKAGE}-{info['version']}"
-    root, bdir = package.build_root(None, base, info)
+    root, bdir = libvirt_deb.build_root(None, base, info)
     try:
-        text, counts, secs = package.buildpackage(root, info, tag, jobs)
+        text, counts, secs = libvirt_deb.buildpackage(root, info, tag, jobs)
         if not counts.get("Ok"):
             raise LabError(f"the package build ran none of unsteal's tests ({counts})")
         # the binary build's .changes, and the source package
-        lint_log, tags = package.lintian(root, tag, files="*.changes *.dsc")
+        lint_log, tags = libvirt_deb.lintian(root, tag, files="*.changes *.dsc")
         out = outdir()
-        package.collect(bdir, info["srcdir"], out, lint_log)
+        libvirt_deb.collect(bdir, info["srcdir"], out, lint_log)
         if tags["E"] or tags["W"]:
             lines = [ln for ln in open(lint_log, errors="replace") if ln[:2] in ("E:", "W:")]
             raise LabError(f"lintian: {tags['E']} error(s), {tags['W']} warning(s):\n"
@@ -195,7 +195,7 @@ def install_check():
         raise LabError(f"no packages in {os.path.relpath(outdir(), ROOT)}; run tools/lab "
                        f"package unsteal first")
     ver = version()
-    root = package.install_root(SUITE, found, os.path.join(package.workdir(_base()),
+    root = libvirt_deb.install_root(SUITE, found, os.path.join(libvirt_deb.workdir(_base()),
                                                            "install-root"))
     log = os.path.join(BUILD, "logs", f"package-{PACKAGE}-{ver}-install.log")
     step(f"install check: apt-get install {PACKAGE} (and systemd, for systemd-analyze) in a "

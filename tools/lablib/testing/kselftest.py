@@ -26,7 +26,7 @@ import shutil
 from ..common import LabError, ROOT, BUILD, dir_lock, mkdirs, step
 from ..common import run as sh
 from ..build import kernel
-from ..stack import stack, stacks
+from ..stack import patchqueue, stacks
 from ..lab.guest import pack_initramfs, stage_initramfs
 from ..results import Counts
 from . import qemuboot
@@ -87,7 +87,7 @@ CONSOLE = Console("unsteal-kselftest: ", RESULT_RE, SUBRESULT_RE, PROGRAM_RE,
 
 
 def _tree():
-    return stack.ensure_worktree(stacks.get("kernel").dir, quiet_reuse=True)
+    return patchqueue.ensure_worktree(stacks.get("kernel").dir, quiet_reuse=True)
 
 
 def build_kernel(flavour, debug):

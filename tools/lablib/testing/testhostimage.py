@@ -174,11 +174,11 @@ def _unsteal_deb():
     """The .deb of 'tools/lab package unsteal' (built when there is none):
     the image has it installed, for its exporter service (tools/lab test
     builds it in the stage before)."""
-    from ..package import upackage
-    deb = upackage.main_deb()
+    from ..package import unsteal_deb
+    deb = unsteal_deb.main_deb()
     if deb is None:
         step("testhost: no unsteal package yet: tools/lab package unsteal")
-        deb = upackage.main_deb(upackage.build())
+        deb = unsteal_deb.main_deb(unsteal_deb.build())
     return deb
 
 

@@ -205,7 +205,7 @@ def build_in_root(libvirt_from="tree", rel=DEFAULT):
     """The release's libvirt stack (libvirt_from 'tree' only) and the unsteal
     binary, built with the suite's toolchain and libraries."""
     from ..build import libvirt
-    from ..stack.stack import ensure_worktree
+    from ..stack.patchqueue import ensure_worktree
     src = ensure_worktree(rel.stack.dir, quiet_reuse=True)
     root = _ensure_buildroot(rel)
     ccache = os.path.join(os.path.expanduser("~"), ".cache", "ccache")
@@ -293,13 +293,13 @@ def package_debs(stack_dir=None):
     """(version, [.deb]) of 'tools/lab package libvirt' for a stack (the
     11.3.0 one by default), refused when they were built from another series
     than the one checked out."""
-    from ..package import package
+    from ..package import libvirt_deb
     from ..common import read_kv
-    from ..stack.stack import read_series
+    from ..stack.patchqueue import read_series
     stack_dir = stack_dir or DEFAULT.stack.dir
     base = read_kv(os.path.join(stack_dir, "BASE"))
-    version = package.local_version(base)
-    out = package.outdir(base)
+    version = libvirt_deb.local_version(base)
+    out = libvirt_deb.outdir(base)
     rel = os.path.relpath(out, ROOT)
     debs = sorted(glob.glob(os.path.join(out, "*.deb")))
     dtar = glob.glob(os.path.join(out, "*.debian.tar.xz"))
@@ -311,13 +311,13 @@ def package_debs(stack_dir=None):
     with tarfile.open(dtar[0]) as tf:
         names = [m.name for m in tf.getmembers()]
         for name in series:
-            member = f"debian/patches/{package.SUFFIX_NAME}/{name}"
+            member = f"debian/patches/{libvirt_deb.SUFFIX_NAME}/{name}"
             ours = open(os.path.join(stack_dir, name), "rb").read()
             if member not in names or tf.extractfile(member).read() != ours:
                 raise LabError(f"the packages in {rel} were built from another series "
                                f"({name} differs or is missing): rebuild them with tools/lab "
                                f"package libvirt")
-        extra = [n for n in names if n.startswith(f"debian/patches/{package.SUFFIX_NAME}/")
+        extra = [n for n in names if n.startswith(f"debian/patches/{libvirt_deb.SUFFIX_NAME}/")
                  and os.path.basename(n) not in series]
         if extra:
             raise LabError(f"the packages in {rel} carry patches the series no longer has "

@@ -28,7 +28,7 @@ stage).
 import os
 
 from ..common import step
-from ..stack import sources, stack, stacks
+from ..stack import patchqueue, sources, stacks
 from .tally import Tally
 
 # What 'tools/lab test --tier' runs (HACKING.md): unit, the tests of src/ and
@@ -49,8 +49,8 @@ def run_all(tier="full", quick=False):
     returns the exit status."""
     t = Tally()
     if tier == "unit":
-        from ..build import ownsrc
-        t.stage("our unit tests (meson test --suite unit, no root)", ownsrc.test_unit)
+        from ..build import unsteal_build
+        t.stage("our unit tests (meson test --suite unit, no root)", unsteal_build.test_unit)
         return t.summary()
     root = os.geteuid() == 0
     if root:
@@ -66,11 +66,11 @@ def run_all(tier="full", quick=False):
     built = _builds(t, tier)
     if tier == "full":
         _libvirt_suites(t, built, quick)
-    from ..build import ownsrc
-    t.stage("our tests (meson test)", ownsrc.test)
+    from ..build import unsteal_build
+    t.stage("our tests (meson test)", unsteal_build.test)
     if tier == "full":
         _package_and_hosts(t, built, quick)
-        if stack.read_series(stacks.get("kernel").dir):
+        if patchqueue.read_series(stacks.get("kernel").dir):
             t.stage("kernel selftests in QEMU (patched)", kernel_selftests)
     return t.summary()
 
@@ -91,15 +91,15 @@ def kernel_selftests():
 def _patch_and_package_checks(t):
     for s in stacks.known():
         t.stage(f"{s.key} series: lint and apply in order",
-                lambda d=s.dir: stack.check(d))
-    from ..package import package, kpackage
+                lambda d=s.dir: patchqueue.check(d))
+    from ..package import kernel_deb, libvirt_deb
     for s in sorted(stacks.known(), key=lambda s: s.key):
         if s.package == "libvirt":
             t.stage(f"{s.key} package: Debian source package with the series (dpkg-source, "
-                    f"fuzz 0, changelog)", lambda d=s.dir: _one(package.check_prepare(d)))
+                    f"fuzz 0, changelog)", lambda d=s.dir: _one(libvirt_deb.check_prepare(d)))
         elif s.package == "linux":
             t.stage(f"{s.key} package: series on Debian's patched linux tree, flavour config",
-                    lambda d=s.dir: _one(kpackage.quick_check(d)))
+                    lambda d=s.dir: _one(kernel_deb.quick_check(d)))
 
 
 def _builds(t, tier):
@@ -152,9 +152,9 @@ def _libvirt_suites(t, built, quick):
 def _package_and_hosts(t, built, quick):
     # unsteal's own Debian package: small enough to build in full (its tests,
     # lintian clean, installed with apt in a fresh Debian 13 root).
-    from ..package import upackage
+    from ..package import unsteal_deb
     t.stage("unsteal package: build with its tests, lintian, install check (Debian 13)",
-            upackage.build_and_check)
+            unsteal_deb.build_and_check)
     # The same libvirt integration tests on the hosts of the matrix: a
     # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and
     # without machined), v2 without systemd, v1 under systemd and v1 with
