@@ -20,7 +20,7 @@ typedef struct {
 	gint64 iothread_quota;
 } UsCputune;
 
-/* The per-host vCPU cgroup rule (libvirt-patches/debian-13/0008): TRUE
+/* The per-host vCPU cgroup rule (libvirt-patches/debian-13/0009): TRUE
  * when every tunable governing the vCPU threads is unset or at the kernel's
  * default (shares 1024, period 100000, quota <= 0; emulator and iothread
  * values do not count). */
