@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The TAP harness of the tools' unit tests.
+"""The harness of the tools' unit tests, on tests/taplib.py's TAP.
 
 setup() gives a test a private build directory and cache (UNSTEAL_BUILD,
 UNSTEAL_CACHE under a fresh temporary WORK directory) and puts tools/lablib
 on the path; it must run before lablib is imported.  ok() prints one TAP
-line; end() prints the plan, removes WORK and returns the exit status.
+line; end() prints the plan, removes WORK (if setup() made one) and returns
+the exit status.  n and failed count the lines and the failures so far.
 """
 
 import os
@@ -13,9 +14,18 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from taplib import TAP  # noqa: E402
+
 WORK = None
-n = 0
-failed = 0
+_tap = TAP()
+ok = _tap.ok
+
+
+def __getattr__(name):
+    if name in ("n", "failed"):
+        return getattr(_tap, name)
+    raise AttributeError(name)
 
 
 def setup(prefix):
@@ -31,16 +41,6 @@ def setup(prefix):
     return WORK
 
 
-def ok(cond, what, detail=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}")
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines():
-            print(f"# {line}")
-
-
 def raises(fn, *args, **kw):
     """The message of the LabError fn raised, or None if it raised none."""
     from lablib.common import LabError     # on the path once setup() ran
@@ -52,6 +52,7 @@ def raises(fn, *args, **kw):
 
 
 def end():
-    print(f"1..{n}")
-    shutil.rmtree(WORK, ignore_errors=True)
-    return 1 if failed else 0
+    print(f"1..{_tap.n}", flush=True)
+    if WORK:
+        shutil.rmtree(WORK, ignore_errors=True)
+    return 1 if _tap.failed else 0
