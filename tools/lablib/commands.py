@@ -343,6 +343,10 @@ def build_parser():
     p.add_argument("--libvirt", choices=["tree", "packages"], default="tree",
                    help="build: tree: our work tree built in a root of the release; "
                         "packages: apt installs the .debs of 'tools/lab package libvirt'")
+    p.add_argument("--stock", action="store_true",
+                   help="build: also stock libvirt (the base without the series) into the "
+                        "image, for vcpu_cgroup_inert on the rows; debian-13 and --libvirt "
+                        "tree only, about 10 min more when cold")
     p.add_argument("--release", choices=list(TESTHOST_RELEASES), default=None,
                    help="the image's Debian release: debian-13 (default, the 11.3.0 series, "
                         "what tools/lab test boots) or debian-12 (the 9.0.0 port; its own "

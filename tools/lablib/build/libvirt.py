@@ -127,12 +127,10 @@ STOCK_PREFIX = os.path.join(BUILD, "prefix-stock")
 STOCK_BUILDDIR = os.path.join(BUILD, "libvirt-stock-build")
 
 
-def build_stock():
-    """libvirt at the pinned base, without the series, into its own prefix.
-
-    The control-plane benchmark compares it with the patched build.  The
-    tree is a second git work tree of the same repository at the base tag.
-    """
+def stock_tree():
+    """The work tree of libvirt at the pinned base of the default stack,
+    without the series: a second git work tree of the same repository at
+    the base tag (_build/src/libvirt-stock), made when missing."""
     from ..stack.patchqueue import add_untracked, ensure_worktree
     patched = stacks.default("libvirt")
     wt = ensure_worktree(patched.dir, quiet_reuse=True)
@@ -145,6 +143,16 @@ def build_stock():
         step(f"libvirt: checking out the stock base into {src}")
         run(["git", "worktree", "add", "-f", "--detach", src, "base"], cwd=wt, quiet=True)
         add_untracked(patched.dir, src)
+    return src
+
+
+def build_stock():
+    """libvirt at the pinned base, without the series, into its own prefix.
+
+    The control-plane benchmark and vcpu_cgroup_inert compare it with the
+    patched build.
+    """
+    src = stock_tree()
     configure(src, STOCK_BUILDDIR, STOCK_PREFIX, logpath("libvirt-stock", "meson-setup"))
     step("libvirt: building stock libvirt (log in _build/logs/libvirt-stock-build.log)")
     run(["ninja", "-C", STOCK_BUILDDIR], env=meson_env(),

@@ -353,7 +353,7 @@ def command(args):
 def _command(args):
     rel = testhostrelease.get(args.release)
     if args.action == "build":
-        build(args.libvirt, rel)
+        build(args.libvirt, rel, stock=args.stock)
         if args.kernel == "ours":
             kernel_image()
         return 0

@@ -33,8 +33,9 @@ from ..lab import guest
 from ..stack import stacks
 from ..package.chroot import Root, no_services, rmtree, unpack
 from .testhostrelease import DEFAULT, LOGS
-from .testhostroot import (IN, IN_BUILD, LIBVIRT_FROM, base_tarball, build_in_root,
-                           in_prefix, package_debs, runtime_tarball, write_file)
+from .testhostroot import (IN, IN_BUILD, IN_STOCK_PREFIX, LIBVIRT_FROM, base_tarball,
+                           build_in_root, check_stock, in_prefix, package_debs,
+                           runtime_tarball, write_file)
 
 KERNEL_EXTRA = []   # lab.config carries what the test host needs
 
@@ -81,7 +82,8 @@ def runner_conf(libvirt_from="tree", version=None, rel=DEFAULT):
             + "".join(f"{k}={shlex.quote(v)}\n" for k, v in conf.items()))
 
 
-def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT):
+def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT,
+             stock=False):
     """The release's root directory: the cached runtime root plus our files."""
     r = rel.hostroot
     step(f"testhost: assembling the root in {os.path.relpath(r, ROOT)}")
@@ -100,6 +102,8 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT
             shutil.copy2(unit, r + "/usr/lib/systemd/system/" + os.path.basename(unit))
     else:
         _mask_libvirt_units(r)
+    if stock:
+        run(["cp", "-a", buildroot + IN_STOCK_PREFIX, r + IN_STOCK_PREFIX])
     shutil.copy2(buildroot + IN_BUILD + "/unsteal-build/src/unsteal",
                  r + IN_BUILD + "/unsteal-build/src/unsteal")
     shutil.copy2(buildroot + IN_BUILD + "/bench/vcpu-spin", r + IN_BUILD + "/bench/vcpu-spin")
@@ -204,10 +208,13 @@ def install_deb(root, deb, rel=DEFAULT):
         os.unlink(root + "/tmp/" + os.path.basename(deb))
 
 
-def build(libvirt_from="tree", rel=DEFAULT):
+def build(libvirt_from="tree", rel=DEFAULT, stock=False):
+    """The release's image; with stock, stock libvirt in it too (check_stock())."""
     t0 = time.monotonic()
     if libvirt_from not in LIBVIRT_FROM:
         raise LabError(f"--libvirt {libvirt_from!r}: one of {', '.join(LIBVIRT_FROM)}")
+    if stock:
+        check_stock(rel, libvirt_from)
     step(f"testhost: the image of {rel.describe()}")
     mkdirs(rel.dir, LOGS)
     debs = package_debs(rel.stack.dir) if libvirt_from == "packages" else None
@@ -219,9 +226,10 @@ def build(libvirt_from="tree", rel=DEFAULT):
              f"without it (its test, unsteal_service, is not in this release's rows)")
         unsteal_deb, extra = None, []
     base_tarball(rel)
-    broot = build_in_root(libvirt_from, rel)
-    root_tar, pkgs = runtime_tarball(broot, libvirt_from, debs, extra=extra, rel=rel)
-    root = assemble(root_tar, broot, libvirt_from, debs[0] if debs else None, rel)
+    broot = build_in_root(libvirt_from, rel, stock)
+    root_tar, pkgs = runtime_tarball(broot, libvirt_from, debs, extra=extra, rel=rel,
+                                     stock=stock)
+    root = assemble(root_tar, broot, libvirt_from, debs[0] if debs else None, rel, stock)
     if unsteal_deb:
         install_deb(root, unsteal_deb, rel)
     make_image(root, rel)
@@ -229,6 +237,7 @@ def build(libvirt_from="tree", rel=DEFAULT):
     with open(os.path.join(rel.dir, "image.json"), "w") as fh:
         json.dump({"release": rel.name, "runtime_packages": pkgs,
                    "root": os.path.basename(root_tar), "libvirt": libvirt_from,
+                   "stock_libvirt": stock,
                    "libvirt_stack": rel.stack_key,
                    "libvirt_version": debs[0] if debs else None}, fh)
     step(f"testhost: image ready in {time.monotonic() - t0:.0f} s")

@@ -48,6 +48,20 @@ def in_prefix(rel=DEFAULT):
     image, told the stack (UNSTEAL_LIBVIRT_STACK), finds it and names it."""
     return IN_BUILD + "/prefix" + rel.stack.suffix
 
+
+# Stock libvirt (the default stack's base, without the series), built into
+# the image on request (testhost build --stock) for vcpu_cgroup_inert, which
+# compares it with ours: the lab's own stock prefix.
+IN_STOCK_PREFIX = IN_BUILD + "/prefix-stock"
+
+
+def check_stock(rel, libvirt_from):
+    """Refuses --stock where there is no stock to compare with: the stock
+    build is the default stack's base, beside our work tree's build."""
+    if rel.stack.suffix or libvirt_from != "tree":
+        raise LabError("--stock builds stock libvirt beside our work tree's build on "
+                       "the default release (debian-13, --libvirt tree) only")
+
 # The test host's root: minbase + these.  systemd-container (machined) is
 # added to the runtime root (HOST_PACKAGES), not here, so that the build root
 # does not change with it.
@@ -201,9 +215,33 @@ def _ensure_buildroot(rel):
     return root
 
 
-def build_in_root(libvirt_from="tree", rel=DEFAULT):
-    """The release's libvirt stack (libvirt_from 'tree' only) and the unsteal
-    binary, built with the suite's toolchain and libraries."""
+def _libvirt_script(root, src, bdir, prefix, extra=()):
+    """The shell script that configures (when its options changed), builds
+    and installs the libvirt tree mounted at src into prefix, in bdir of
+    the build root; extra: more meson options."""
+    from ..build import libvirt
+    opts = [f"--prefix={prefix}", "--libdir=lib", f"-Drunstatedir={prefix}/var/run",
+            "--buildtype=debugoptimized", "-Dwerror=false"] + \
+        [o for o in libvirt.MESON_OPTS if o != "-Dtests=enabled"] + ["-Dtests=disabled"] + \
+        list(extra)
+    stampf = os.path.join(root, bdir.lstrip("/"), ".unsteal-meson-opts")
+    want = "\n".join(opts)
+    have = open(stampf).read() if os.path.exists(stampf) else None
+    if have == want:
+        setup = ""
+    elif have is None:
+        setup = f"rm -rf {bdir}; meson setup {bdir} {src} {shlex.join(opts)}\n"
+    else:
+        setup = f"meson setup --reconfigure {bdir} {src} {shlex.join(opts)}\n"
+    return (setup + f"printf %s {shlex.quote(want)} > {bdir}/.unsteal-meson-opts\n"
+            f"ninja -C {bdir}\n"
+            f"meson install -C {bdir} --no-rebuild --quiet\n")
+
+
+def build_in_root(libvirt_from="tree", rel=DEFAULT, stock=False):
+    """The release's libvirt stack (libvirt_from 'tree' only), with stock
+    also libvirt at its base (check_stock()), and the unsteal binary, built
+    with the suite's toolchain and libraries."""
     from ..build import libvirt
     from ..stack.patchqueue import ensure_worktree
     src = ensure_worktree(rel.stack.dir, quiet_reuse=True)
@@ -211,29 +249,27 @@ def build_in_root(libvirt_from="tree", rel=DEFAULT):
     ccache = os.path.join(os.path.expanduser("~"), ".cache", "ccache")
     mkdirs(ccache)
     binds = [(src, IN + "/src/libvirt"), (ROOT, IN + "/repo"), (ccache, "/root/.ccache")]
-    prefix = in_prefix(rel)
-    opts = [f"--prefix={prefix}", "--libdir=lib", f"-Drunstatedir={prefix}/var/run",
-            "--buildtype=debugoptimized", "-Dwerror=false"] + \
-        [o for o in libvirt.MESON_OPTS if o != "-Dtests=enabled"] + ["-Dtests=disabled"]
-    bdir = IN_BUILD + "/libvirt-build"
-    stampf = os.path.join(root, bdir.lstrip("/"), ".unsteal-meson-opts")
-    want = "\n".join(opts)
-    have = open(stampf).read() if os.path.exists(stampf) else None
-    if have == want:
-        setup = ""
-    elif have is None:
-        setup = f"rm -rf {bdir}; meson setup {bdir} {IN}/src/libvirt {shlex.join(opts)}\n"
-    else:
-        setup = f"meson setup --reconfigure {bdir} {IN}/src/libvirt {shlex.join(opts)}\n"
-    script = (setup + f"printf %s {shlex.quote(want)} > {bdir}/.unsteal-meson-opts\n"
-              f"ninja -C {bdir}\n"
-              f"meson install -C {bdir} --no-rebuild --quiet\n")
     if libvirt_from == "tree":
         log = rel.log("libvirt-build")
         step(f"testhost: building our libvirt {rel.stack.version} (without its test suite, "
              f"which tools/lab test runs on the development host) inside the {rel.suite} "
              f"build root (incremental; log in {os.path.relpath(log, ROOT)})")
-        in_root(root, script, log, binds=binds, net=False)
+        in_root(root, _libvirt_script(root, IN + "/src/libvirt", IN_BUILD + "/libvirt-build",
+                                      in_prefix(rel)),
+                log, binds=binds, net=False)
+    if stock:
+        check_stock(rel, libvirt_from)
+        log = rel.log("libvirt-stock-build")
+        step(f"testhost: building stock libvirt {rel.stack.version} (the base without the "
+             f"series) inside the {rel.suite} build root (incremental, about 10 minutes "
+             f"cold; log in {os.path.relpath(log, ROOT)})")
+        in_root(root, _libvirt_script(root, IN + "/src/libvirt-stock",
+                                      IN_BUILD + "/libvirt-stock-build", IN_STOCK_PREFIX,
+                                      # its .git names the patched tree's repository,
+                                      # which the build root does not have
+                                      extra=["-Dno_git=true"]),
+                log, binds=binds + [(libvirt.stock_tree(), IN + "/src/libvirt-stock")],
+                net=False)
     ubdir = IN_BUILD + "/unsteal-build"
     script = (f"[ -f {ubdir}/build.ninja ] || meson setup {ubdir} {IN}/repo "
               f"-Dlab_build_dir={IN_BUILD}\n"
@@ -253,17 +289,18 @@ def build_in_root(libvirt_from="tree", rel=DEFAULT):
     return root
 
 
-def runtime_packages(root, libvirt_from="tree", rel=DEFAULT):
+def runtime_packages(root, libvirt_from="tree", rel=DEFAULT, stock=False):
     """Packages that provide the shared libraries our builds link against."""
     prefix = in_prefix(rel)
     paths = ([prefix] if libvirt_from == "tree" else []) + \
+        ([IN_STOCK_PREFIX] if stock else []) + \
         [IN_BUILD + "/unsteal-build/src/unsteal", IN_BUILD + "/bench"]
     script = rf"""
 find {' '.join(paths)} -type f \
     \( -perm -u+x -o -name '*.so*' \) -print0 |
   xargs -0 ldd 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u |
   while read -r lib; do
-    case "$lib" in {prefix}/*) continue ;; esac
+    case "$lib" in {prefix}/*|{IN_STOCK_PREFIX}/*) continue ;; esac
     real=$(readlink -f "$lib")
     dpkg -S "$lib" 2>/dev/null || dpkg -S "$real" 2>/dev/null ||
       dpkg -S "/usr$lib" 2>/dev/null || dpkg -S "/usr$real" 2>/dev/null ||
@@ -325,12 +362,13 @@ def package_debs(stack_dir=None):
     return version, debs
 
 
-def runtime_tarball(buildroot, libvirt_from="tree", debs=None, extra=(), rel=DEFAULT):
+def runtime_tarball(buildroot, libvirt_from="tree", debs=None, extra=(), rel=DEFAULT,
+                    stock=False):
     """The cached runtime root of a release for what build_in_root() built in
     buildroot: base plus the packages of its shared libraries,
     KERNEL_PACKAGES, HOST_PACKAGES and extra (with debs from package_debs(),
     also PACKAGE_INSTALL and our .debs); (tarball, its package list)."""
-    pkgs = runtime_packages(buildroot, libvirt_from, rel)
+    pkgs = runtime_packages(buildroot, libvirt_from, rel, stock)
     step(f"testhost: runtime libraries come from {len(pkgs)} package(s): {' '.join(pkgs)}")
     pkgs = sorted(set(pkgs) | set(KERNEL_PACKAGES) | set(HOST_PACKAGES) | set(extra))
     if debs:
