@@ -6,8 +6,8 @@ measured bounds through TAP here.
 
 TAP.ok() prints one test line (and, on failure, its detail as comments);
 bound() and margin() judge a measured figure against its bound and print
-where it lies, in one comment of a fixed shape; done() prints the plan and
-exits.  skip_all() skips a whole program.
+where it lies, in one comment of a fixed shape; plan() prints the plan,
+done() prints it and exits.  skip_all() skips a whole program.
 """
 
 import operator
@@ -73,9 +73,13 @@ class TAP:
     def eq(self, got, want, what):
         return self.ok(got == want, what, f"got:  {got!r}\nwant: {want!r}")
 
-    def done(self):
+    def plan(self):
+        """Prints the plan; the exit status of the checks so far."""
         print(f"1..{self.n}", flush=True)
-        sys.exit(1 if self.failed else 0)
+        return 1 if self.failed else 0
+
+    def done(self):
+        sys.exit(self.plan())
 
 
 # (above, strict) -> the bound's sign and its test

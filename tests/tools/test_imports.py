@@ -243,5 +243,4 @@ if layers:
     for a, bs in sorted(layer_edges(edges).items(), key=lambda x: rank.get(x[0], -1)):
         print(f"# {a} imports {', '.join(sorted(bs, key=lambda b: rank.get(b, -1)))}")
 
-print(f"1..{tap.n}")
-sys.exit(1 if tap.failed else 0)
+sys.exit(tap.end())

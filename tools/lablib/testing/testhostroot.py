@@ -240,8 +240,8 @@ def _libvirt_script(root, src, bdir, prefix, extra=()):
 
 def build_in_root(libvirt_from="tree", rel=DEFAULT, stock=False):
     """The release's libvirt stack (libvirt_from 'tree' only), with stock
-    also libvirt at its base (check_stock()), and the unsteal binary, built
-    with the suite's toolchain and libraries."""
+    also libvirt at its base (build() checks that it may), and the unsteal
+    binary, built with the suite's toolchain and libraries."""
     from ..build import libvirt
     from ..stack.patchqueue import ensure_worktree
     src = ensure_worktree(rel.stack.dir, quiet_reuse=True)
@@ -258,7 +258,6 @@ def build_in_root(libvirt_from="tree", rel=DEFAULT, stock=False):
                                       in_prefix(rel)),
                 log, binds=binds, net=False)
     if stock:
-        check_stock(rel, libvirt_from)
         log = rel.log("libvirt-stock-build")
         step(f"testhost: building stock libvirt {rel.stack.version} (the base without the "
              f"series) inside the {rel.suite} build root (incremental, about 10 minutes "
