@@ -65,6 +65,10 @@ MIGRATE_MEMORY_MB = 512
 # fork, COW and MADV_PAGEOUT; page table walks over populated and remapped
 # ranges).
 Test = collections.namedtuple("Test", "name vmtests args timeout memory")
+# The debug kernel (KASAN, lockdep, DEBUG_VM) runs each program this many
+# times as long: migrate_failsafe_test took over its 300 s there on
+# 2026-11-28 (it ran to its 24th of 26 results), 40 s on the lab kernel
+DEBUG_SLOWDOWN = 2
 TESTS = [
     Test("swapoff_test", "swapoff", "", 600, None),
     Test("cow", "cow", "", 600, None),
@@ -158,9 +162,10 @@ def build_tests():
     return out
 
 
-def build_initramfs(bindir, tests=TESTS):
+def build_initramfs(bindir, tests=TESTS, slowdown=1):
     """busybox, bash as /bin/bash, the binaries and the list the init reads:
-    'NAME TIMEOUT CATEGORY ARGS...', CATEGORY '-' for a direct run."""
+    'NAME TIMEOUT CATEGORY ARGS...', CATEGORY '-' for a direct run; each
+    test's timeout times slowdown."""
     if not os.path.exists(BASH):
         raise LabError(f"{BASH} is missing (run_vmtests.sh needs bash in the guest): install "
                        f"bash-static, or run tools/lab setup")
@@ -171,7 +176,7 @@ def build_initramfs(bindir, tests=TESTS):
         for t in tests:
             if t.vmtests and t.args:
                 raise LabError(f"{t.name}: arguments are for direct runs only")
-            fh.write(f"{t.name} {t.timeout} {t.vmtests or '-'} {t.args}\n")
+            fh.write(f"{t.name} {t.timeout * slowdown} {t.vmtests or '-'} {t.args}\n")
     return pack_initramfs(stage, os.path.join(KS, "initramfs.cpio.gz"), level=1)
 
 
@@ -290,10 +295,11 @@ def _run(flavour, debug, timeout, plain):
     if plain:
         name += "-plain"
     for i, (memory, tests) in enumerate(_groups(debug, _selection(plain))):
-        initrd = build_initramfs(bindir, tests)
+        slowdown = DEBUG_SLOWDOWN if debug else 1
+        initrd = build_initramfs(bindir, tests, slowdown)
         limit = timeout
         if limit is None:
-            limit = 120 + sum(t.timeout for t in tests) // (1 if debug else 2)
+            limit = 120 + sum(t.timeout * slowdown for t in tests) // (1 if debug else 2)
         log = f"kselftest-{name}.log" if i == 0 else f"kselftest-{name}-{memory}M.log"
         out = boot(image, initrd, memory, "unsteal.mode=test", limit, log)
         counts = counts + _verdict(out, f"{name} ({', '.join(t.name for t in tests)})", tests)
