@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """tools/lab bench scale without a guest: the three layouts' weights, a
-window's idle steal from its trace, the console lines, the QEMU topology
+window's idle steal from its trace, the records' way back, the QEMU topology
 and the smoke run's checks.
 
 The layouts are written into a scratch directory standing in for the cpu
@@ -10,9 +10,11 @@ CPUs, thread A runs on CPU 0 the whole 10 s, thread B wakes at 1 s, waits
 behind it for 3 s while CPU 1 is idle and then runs on CPU 1 for 6 s.
 """
 
+import io
 import json
 import os
 import sys
+import tarfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tap  # noqa: E402
@@ -22,7 +24,7 @@ ok = tap.ok
 
 from lablib.bench import benchscale, benchsched  # noqa: E402
 from lablib.common import LabError  # noqa: E402
-from lablib.testing import qemuboot, scalehost  # noqa: E402
+from lablib.testing import qemuboot, scalehost, testhost  # noqa: E402
 
 
 # ---------------------------------------------------------------- layouts
@@ -208,20 +210,56 @@ ok(scalehost.boots(["seed-like", "exact-16"], ["none", "idle-poll", "pin-cpus"])
 ok(scalehost.boots(["exact-16"], ["idle-poll"]) == [(16, ["exact-16"], ["idle-poll"])],
    "idle-poll alone: its boot only")
 
-out = qemuboot.Outcome()
+# The records' way back: benchscale.save_records() in the guest, the runner's
+# tar of it written over the empty raw disk (as onto /dev/vdb: the zeros
+# after it stay), scalehost.read_records() on this side.
 result = {"mix": "smoke", "reps": []}
-lines = ["unsteal-bench: topology " + json.dumps({"cpus": 4}),
-         "# unsteal-bench: progress smoke: repetition 1/1 measured",
-         "unsteal-bench: result " + json.dumps(result),
-         "unsteal-bench: result {\"mix\": ",
+guest_out = os.path.join(WORK, "guest-records")
+benchscale.save_records(guest_out, {"topology": {"cpus": 4}, "results": [result]})
+ok(sorted(os.listdir(guest_out)) == [benchscale.RECORDS], "the records are one file, no "
+   "temporary left", os.listdir(guest_out))
+
+
+def results_disk(name, members):
+    """An empty results disk of 1 MiB with a tar of members ({name: bytes})
+    written over its start."""
+    tar_path = os.path.join(WORK, name + ".tar")
+    with tarfile.open(tar_path, "w") as tar:
+        for member, data in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    disk = os.path.join(WORK, name + ".disk")
+    with open(disk, "wb") as fh:
+        fh.truncate(1 << 20)
+    with open(disk, "r+b") as fh, open(tar_path, "rb") as src:
+        fh.write(src.read())
+    return disk
+
+
+with open(os.path.join(guest_out, benchscale.RECORDS), "rb") as fh:
+    saved = fh.read()
+got = scalehost.read_records(results_disk("good", {benchscale.RECORDS: saved}))
+ok(got == {"topology": {"cpus": 4}, "results": [result]},
+   "the records come back from the results disk", got)
+empty = os.path.join(WORK, "empty.disk")
+with open(empty, "wb") as fh:
+    fh.truncate(1 << 20)
+got = scalehost.read_records(empty)
+ok(isinstance(got, str) and "no bench.json" in got,
+   "a disk the guest never wrote says that no records came back", got)
+got = scalehost.read_records(results_disk("other", {"other.json": b"{}"}))
+ok(isinstance(got, str) and "no bench.json" in got, "a tar without the records says so", got)
+got = scalehost.read_records(results_disk("cut", {benchscale.RECORDS: saved[:20]}))
+ok(isinstance(got, str) and "not JSON" in got, "cut-off records are not taken", got)
+
+out = qemuboot.Outcome()
+lines = ["# unsteal-bench: progress smoke: repetition 1/1 measured",
          "ok 1 - idle_steal_trace"]
 for i, line in enumerate(lines):
-    qemuboot.parse(out, line, float(i), scalehost.SCALE_CONSOLE)
-ok(out.records["topology"] == [{"cpus": 4}] and out.records["result"] == [result],
-   "the benchmark's lines come back from the console", dict(out.records))
-ok(len(out.records["garbled"]) == 1, "a cut-off result line is kept as garbled")
+    qemuboot.parse(out, line, float(i), testhost.CONSOLE)
 ok(len(out.results) == 1 and out.results[0].name == "idle_steal_trace",
-   "the runner's TAP is read as before", out.results)
+   "the runner's TAP is read beside the benchmark's progress lines", out.results)
 
 
 def smoke(drop=None, span=2.0):

@@ -19,8 +19,9 @@
 #                           default stack (the 9.0.0 port): its key
 # unsteal.tests=A,B on the kernel command line runs those tests instead.
 # unsteal.bench=ARG,ARG,... runs 'tools/lab bench scale --in-guest ARG ARG ...'
-# after the tests, as one more test program (bench_scale), its output as is
-# (tools/lablib/testing/scalehost.py reads its 'unsteal-bench: ' lines).
+# after the tests, as one more test program (bench_scale), its output as is,
+# and writes its records (bench.json) as a tar onto /dev/vdb, the disk that
+# tools/lablib/testing/scalehost.py attaches for them and reads afterwards.
 # shellcheck source=/dev/null
 . /usr/local/etc/unsteal-testhost-run.conf
 export UNSTEAL_BUILD UNSTEAL_BIN="$UNSTEAL_BUILD/unsteal-build/src/unsteal"
@@ -94,11 +95,20 @@ done
 if [ -n "$bench" ]; then
     i=$((i + 1))
     echo "# test: bench_scale (started at $(cut -d' ' -f1 /proc/uptime) s)"
+    records=/var/tmp/unsteal-bench
+    rm -rf "$records"
     # shellcheck disable=SC2086 # one word per argument
-    if python3 tools/lab bench scale --in-guest $bench 2>&1; then
+    python3 tools/lab bench scale --in-guest --out "$records" $bench 2>&1
+    rc=$?
+    # What was measured goes back also when the run failed part-way
+    if [ -f "$records/bench.json" ] && ! tar -C "$records" -cf /dev/vdb bench.json; then
+        echo "# bench_scale: cannot write the records onto /dev/vdb"
+        rc=1
+    fi
+    if [ "$rc" = 0 ]; then
         pass=$((pass + 1)); echo "ok $i - bench_scale"
     else
-        fail=$((fail + 1)); echo "not ok $i - bench_scale"
+        fail=$((fail + 1)); echo "not ok $i - bench_scale # exit=$rc"
     fi
 fi
 echo "unsteal-testhost: $pass passed, $fail failed, $skip skipped"

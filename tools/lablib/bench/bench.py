@@ -53,8 +53,10 @@ def command(args):
             kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds))
                   if v is not None}
             balancing = {"off": [0], "on": [1], "both": [0, 1]}[args.numa_balancing]
-            return benchscale.run_in_guest(args.mix, balancing=balancing, tunings=args.tuning,
-                                           **kw)
+            if not args.out:
+                raise LabError("bench scale --in-guest: --out DIR, where the records go")
+            return benchscale.run_in_guest(args.mix, balancing=balancing, out=args.out,
+                                           tunings=args.tuning, **kw)
         elif w == "host":
             from . import benchhost
             benchhost.run_bench(mixes_wanted=args.mix, runs=args.runs,

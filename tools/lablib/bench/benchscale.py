@@ -32,8 +32,11 @@ reasons under 'refused' and None for every figure of the trace, which the
 medians and ranges leave out, and the guest prints them on a line of its
 own ('unsteal-bench: refused ...').
 
-Every result is printed as one line 'unsteal-bench: result JSON' on
-stdout, which the host reads from the serial console.
+The records (the topology, and a result per mix, tuning and NUMA
+balancing setting) go to RECORDS in the directory given with --out,
+rewritten whole after each result; the test host's runner writes that
+file onto a disk of its own, which the host reads after the boot
+(scalehost.read_records).  The console gets progress lines only.
 
 A mix can also run under a host tuning (TUNINGS), the remedies an operator
 has without changing the scheduler: pinning each domain to a NUMA node
@@ -57,6 +60,7 @@ from ..lab import measure
 
 LAYOUTS = ("per-domain", "per-domain-scaled", "per-host")
 PREFIX = "unsteal-bench: "
+RECORDS = "bench.json"
 NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
 # name -> what the tuning is; "idle-poll" is on the kernel command line of
 # the boot (scalehost.py boots it so), the others are applied here.
@@ -366,9 +370,18 @@ def check_tunings(tunings):
     return tunings
 
 
-def run_in_guest(mixes, balancing, reps=6, seconds=10, settle=SETTLE, tunings=None):
+def save_records(out, records):
+    """records as out/RECORDS, replaced whole (never a half-written file)."""
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, RECORDS)
+    with open(path + ".tmp", "w") as fh:
+        json.dump(records, fh, separators=(",", ":"))
+    os.replace(path + ".tmp", path)
+
+
+def run_in_guest(mixes, balancing, out, reps=6, seconds=10, settle=SETTLE, tunings=None):
     """What the test host runs: every mix under every tuning with every
-    NUMA balancing setting."""
+    NUMA balancing setting, its records in out/RECORDS."""
     require_root("bench scale --in-guest")
     mixes = check_args(mixes, MIXES, reps, seconds)
     tunings = check_tunings(tunings)
@@ -376,10 +389,12 @@ def run_in_guest(mixes, balancing, reps=6, seconds=10, settle=SETTLE, tunings=No
         raise LabError("bench scale needs tracefs (CONFIG_FTRACE) to measure idle steal")
     mount = cpu_mount()
     build_spinner()     # in the test host: the image's, newer than its source
-    emit("topology", topology())
+    records = {"topology": topology(), "results": []}
+    save_records(out, records)
     for mix in mixes:
         for tuning in tunings:
             for b in balancing:
-                emit("result", run_mix(mount, mix, b, reps, seconds, settle, tuning))
-    emit("done", "")
+                records["results"].append(run_mix(mount, mix, b, reps, seconds, settle,
+                                                  tuning))
+                save_records(out, records)
     return 0

@@ -12,9 +12,12 @@ hardware, and time-share the host's cores.
 Each boot runs, inside, tests/integration/test_idle_steal_trace.py (the
 trace-based idle steal against the kernel's own accounting, on this very
 kernel) and then 'tools/lab bench scale --in-guest' with every mix of its
-CPU count (tools/lablib/bench/benchscale.py); the results come back on the
-serial console as 'unsteal-bench: result JSON' lines.  They are written,
-with a Markdown table, to _build/bench/scale (or --out).
+CPU count (tools/lablib/bench/benchscale.py).  Its records (benchscale.RECORDS,
+JSON) come back on a disk of their own: the runner writes them as a tar
+onto /dev/vdb, an empty raw file on this side (testhost.boot's
+results_disk), read when the guest has stopped (read_records).  The
+results are written, with a Markdown table, to _build/bench/scale (or
+--out).
 
 '--smoke' is the stage of tools/lab test: 4 CPUs, the 'smoke' mix, one
 repetition of 2-second windows, on the image tools/lab test just built.
@@ -24,15 +27,15 @@ import json
 import math
 import os
 import statistics
+import tarfile
 import time
 
 from ..common import BUILD, LabError, require_root, step
 from ..bench.benchkit import check_args, command_line, publish, republish
-from ..bench.benchscale import BOOT_TUNINGS, LAYOUTS, MIXES, PREFIX, SETTLE, check_tunings
+from ..bench.benchscale import BOOT_TUNINGS, LAYOUTS, MIXES, RECORDS, SETTLE, check_tunings
 from ..bench import benchstats
 from ..bench.benchsched import fmt, machine_info
-from .qemuboot import Console
-from .testhost import CONSOLE, boot, host_lock, machine_args
+from .testhost import boot, host_lock, machine_args
 from .testhostimage import build, built_kernel_image, kernel_image
 
 NODES = 2
@@ -41,21 +44,18 @@ BOOT_S = 600            # a 16-CPU TCG boot to the runner, and its first test, a
 SMOKE = {"mixes": ["smoke"], "reps": 1, "seconds": 2}
 
 
-def _on_line(out, line):
-    """Keeps the benchmark's own lines; True when the line was one."""
-    if PREFIX not in line:
-        return False
-    kind, _, payload = line.split(PREFIX, 1)[1].partition(" ")
-    if kind in ("result", "topology"):
-        try:
-            out.records[kind].append(json.loads(payload))
-        except ValueError:
-            out.records["garbled"].append(line)
-    return True
-
-
-SCALE_CONSOLE = Console(CONSOLE.marker, CONSOLE.result_re, CONSOLE.sub_re, CONSOLE.program_re,
-                        on_line=_on_line)
+def read_records(disk):
+    """The in-guest run's records from the results disk, where the runner
+    wrote them as a tar: {"topology": ..., "results": [...]}, or a string
+    that says why there are none."""
+    try:
+        with tarfile.open(disk) as tar:
+            with tar.extractfile(RECORDS) as fh:
+                return json.load(fh)
+    except (OSError, KeyError, tarfile.TarError) as e:
+        return f"no {RECORDS} on the results disk ({e.__class__.__name__}: {e})"
+    except ValueError as e:
+        return f"{RECORDS} on the results disk is not JSON ({e})"
 
 
 def memory_mb(cpus):
@@ -102,13 +102,20 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, kernel_path, tunings=("
          f"tuning {', '.join(tunings)}, NUMA balancing {balancing}: about {math.ceil(measure_s / 60)} min of windows "
          f"(watchdog {timeout} s)")
     t0 = time.monotonic()
+    disk = os.path.join(BUILD, "bench", f"scale-{cpus}-records.tar")
+    os.makedirs(os.path.dirname(disk), exist_ok=True)
     with host_lock():
         out = boot(VARIANT, timeout=timeout, tests=["idle_steal_trace"], kernel="ours",
                    kernel_path=kernel_path,
                    machine=machine_args(cpus, NODES, memory_mb(cpus)), tcg=tcg,
                    append_extra=guest_args(mixes, reps, seconds, balancing, tunings),
-                   console=SCALE_CONSOLE, name=f"scale-{cpus}")
+                   name=f"scale-{cpus}", results_disk=disk)
+    records = read_records(disk)
+    os.unlink(disk)
     problems = []
+    if isinstance(records, str):
+        problems.append(records)
+        records = {}
     if not out.done:
         problems.append("the test host did not finish ("
                         + ("watchdog expired" if out.timed_out else "it stopped early") + ")")
@@ -117,12 +124,10 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, kernel_path, tunings=("
             problems.append(f"{r.name}: {'skipped' if r.skipped else 'failed'}{r.rest}")
     if out.splats:
         problems.append(f"kernel problem lines: {out.splats[0]}")
-    results = out.records.get("result", [])
+    results = records.get("results", [])
     if len(results) != len(mixes) * runs:
         problems.append(f"{len(results)} results came back, {len(mixes) * runs} expected")
-    if out.records.get("garbled"):
-        problems.append(f"garbled result line: {out.records['garbled'][0][:200]}")
-    topo = (out.records.get("topology") or [{}])[0]
+    topo = records.get("topology") or {}
     step(f"bench: scale: {cpus} CPUs done in {time.monotonic() - t0:.0f} s "
          f"(nodes {topo.get('nodes')})" + (f"; problems: {'; '.join(problems)}"
                                            if problems else ""))

@@ -94,6 +94,8 @@ VARIANTS = {
     },
 }
 MEMORY_MB = 2048
+# boot(results_disk=): the guest's /dev/vdb, for what it writes back (a tar)
+RESULTS_DISK_MB = 16
 # Rows booted at once by tools/lab test (lanes())
 LANES = 2
 # The order tools/lab test starts the rows in, the longest first, so that
@@ -134,14 +136,15 @@ def machine_args(cpus=2, nodes=1, memory_mb=MEMORY_MB):
 
 def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAULT,
          kernel_path=None, machine=None, tcg="single", append_extra="", console=None,
-         name=None, show=None):
+         name=None, show=None, results_disk=None):
     """Boots one row; with kernel 'ours' the lab kernel at kernel_path, or
     built first when None.  machine: machine_args() (default 2 CPUs, one
     node); tcg: 'single' or 'multi' TCG threads; append_extra: more of the
     kernel command line; console: a Console that also reads the caller's
     own lines (default CONSOLE); name: of the run's overlay and log (default
     the variant's); show: what gets each console line instead of stdout
-    (qemuboot.boot)."""
+    (qemuboot.boot); results_disk: a file made into an empty raw disk of
+    RESULTS_DISK_MB, the guest's /dev/vdb, for what it writes back."""
     if variant not in VARIANTS:
         raise LabError(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
     if not os.path.exists(rel.image):
@@ -168,10 +171,14 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAU
     # "int3" oops in 3 of 10 boots on 2026-11-23; in one thread it cannot.
     if tcg not in ("single", "multi"):
         raise LabError(f"tcg {tcg!r}: 'single' or 'multi'")
+    drives = ["-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe"]
+    if results_disk:
+        with open(results_disk, "wb") as fh:
+            fh.truncate(RESULTS_DISK_MB << 20)
+        drives += ["-drive", f"file={results_disk},if=virtio,format=raw"]
     cmd = ["nice", "-n", "19", "qemu-system-x86_64", "-accel", f"tcg,thread={tcg}",
            "-nographic", "-no-reboot"] + (machine or machine_args()) + [
-           "-cpu", "max", "-nic", "none", "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
-           "-append", append] + boot_files
+           "-cpu", "max", "-nic", "none"] + drives + ["-append", append] + boot_files
     log = rel.log(name)
     which = "our kernel" if kernel == "ours" else "Debian's kernel"
     step(f"testhost: booting {variant} of {rel.describe()} ({which}): "
