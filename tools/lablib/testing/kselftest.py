@@ -294,8 +294,8 @@ def _run(flavour, debug, timeout, plain):
     counts = Counts()
     if plain:
         name += "-plain"
+    slowdown = DEBUG_SLOWDOWN if debug else 1
     for i, (memory, tests) in enumerate(_groups(debug, _selection(plain))):
-        slowdown = DEBUG_SLOWDOWN if debug else 1
         initrd = build_initramfs(bindir, tests, slowdown)
         limit = timeout
         if limit is None:

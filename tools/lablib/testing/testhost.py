@@ -135,13 +135,12 @@ def machine_args(cpus=2, nodes=1, memory_mb=MEMORY_MB):
 
 
 def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAULT,
-         kernel_path=None, machine=None, tcg="single", append_extra="", console=None,
-         name=None, show=None, results_disk=None):
+         kernel_path=None, machine=None, tcg="single", append_extra="", name=None,
+         show=None, results_disk=None):
     """Boots one row; with kernel 'ours' the lab kernel at kernel_path, or
     built first when None.  machine: machine_args() (default 2 CPUs, one
     node); tcg: 'single' or 'multi' TCG threads; append_extra: more of the
-    kernel command line; console: a Console that also reads the caller's
-    own lines (default CONSOLE); name: of the run's overlay and log (default
+    kernel command line; name: of the run's overlay and log (default
     the variant's); show: what gets each console line instead of stdout
     (qemuboot.boot); results_disk: a file made into an empty raw disk of
     RESULTS_DISK_MB, the guest's /dev/vdb, for what it writes back."""
@@ -186,7 +185,7 @@ def boot(variant, timeout=3600, tests=None, keep=False, kernel="ours", rel=DEFAU
          f"(watchdog {timeout} s; "
          f"console in {os.path.relpath(log, ROOT)})")
     try:
-        return boot_qemu(cmd, log, timeout, console or CONSOLE, timestamps=True, show=show)
+        return boot_qemu(cmd, log, timeout, CONSOLE, timestamps=True, show=show)
     finally:
         if not keep and os.path.exists(overlay):
             os.unlink(overlay)
