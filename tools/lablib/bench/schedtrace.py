@@ -14,11 +14,16 @@ in one order and compared with time.monotonic().
         rec.start()               # every CPU switches once, to this thread
         ...
         lines = rec.stop()        # tracefs text, for idlesteal.parse()
+
+rec.visited and rec.stopped are the time.monotonic() seconds at which
+every CPU had switched and at which tracing was turned off: the span a
+replay can cover, without the Recorder's own set-up and read-back.
 """
 
 import os
 import subprocess
 import tempfile
+import time
 
 from ..common import LabError
 
@@ -62,6 +67,8 @@ class Recorder:
         self.buffer_kb = buffer_kb
         self.mountpoint = None     # set if we mounted tracefs
         self.instance = None
+        self.visited = None        # time.monotonic() once every CPU switched
+        self.stopped = None        # time.monotonic() as tracing was turned off
 
     def _write(self, name, value):
         with open(os.path.join(self.instance, name), "w") as fh:
@@ -100,10 +107,12 @@ class Recorder:
         self._write("trace", "")
         self._write("tracing_on", 1)
         visit_cpus()
+        self.visited = time.monotonic()
 
     def stop(self):
         """Stops recording; returns the trace's lines.  Raises if the buffer
         overflowed, because a lost event makes the replay wrong."""
+        self.stopped = time.monotonic()
         self._write("tracing_on", 0)
         lost = self.overruns()
         if lost:
