@@ -36,7 +36,7 @@ def main(t):
     if "no HTTP server" in p.stderr:
         labtest.skip_all("this unsteal is built without the exporter (-Dexporter=disabled)")
     if not shutil.which("gcc") and not os.path.exists(
-            os.path.join(labtest.common.BUILD, "bench", "fake-domain")):
+            os.path.join(labtest.common.build_dir(), "bench", "fake-domain")):
         labtest.skip_all("no gcc to build tools/bench/fake-domain.c")
 
     with tempfile.TemporaryDirectory(prefix="bench-exporter-") as out:

@@ -136,7 +136,7 @@ def main(t):
 
     # A bad value: the daemon refuses to start and says why.
     daemon.stop()
-    log = os.path.join(labtest.daemon.BUILD, "logs", "virtqemud.log")
+    log = os.path.join(labtest.common.logs_dir(), "virtqemud.log")
     if os.path.exists(log):
         os.unlink(log)
     try:

@@ -29,7 +29,7 @@ import labtest
 import vcpucg
 from labtest import config, daemon, guest
 
-LOG = os.path.join(labtest.common.BUILD, "logs", "virtqemud.log")
+LOG = os.path.join(labtest.common.logs_dir(), "virtqemud.log")
 DOMAINS = (("in-default", None), ("in-tuned", {"shares": "2048", "quota": "50000"}))
 # A tid list, a counter or a file that only writes: not settings
 SKIP = re.compile(r"^(tasks|cgroup\.(procs|threads|kill|events.*|stat)|cpuacct\..*"
@@ -183,7 +183,7 @@ def _steps(vcpu_cgroup, steps):
 
 def _stock_prefix():
     from lablib.build import libvirt as lab_libvirt
-    return lab_libvirt.STOCK_PREFIX
+    return lab_libvirt.stock_prefix()
 
 
 def main(t):

@@ -29,7 +29,7 @@ import vcpucg
 from labtest import common, daemon, guest
 
 
-LOG = os.path.join(common.BUILD, "logs", "virtqemud.log")
+LOG = os.path.join(common.logs_dir(), "virtqemud.log")
 # The slice that carries the weight of the machines in vcpucg.SHARED_SLICE
 WEIGHT_SLICE = "machine-vcpus.slice"
 

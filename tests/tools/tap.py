@@ -2,10 +2,10 @@
 """The harness of the tools' unit tests, on tests/taplib.py's TAP.
 
 setup() gives a test a private build directory and cache (UNSTEAL_BUILD,
-UNSTEAL_CACHE under a fresh temporary WORK directory) and puts tools/lablib
-on the path; it must run before lablib is imported.  ok() prints one TAP
-line; end() prints the plan, removes WORK (if setup() made one) and returns
-the exit status.
+UNSTEAL_CACHE under a fresh temporary WORK directory), puts tools/lablib on
+the path and loads the configuration; it must run before the test imports
+lablib.  ok() prints one TAP line; end() prints the plan, removes WORK (if
+setup() made one) and returns the exit status.
 """
 
 import os

@@ -94,7 +94,7 @@ what, msg = attempt(lambda: dir_lock(scratch, "tools/lab something").close())
 ok(what == "other" and msg == "returned", "dir_lock: free again once the holder closes it", msg)
 
 # kselftest and its benchmarks, while another process holds _build/kselftest/lock.
-holder = hold(kselftest.KS)
+holder = hold(kselftest.kselftest_dir())
 try:
     what, msg = attempt(lambda: kselftest.run("patched"))
     ok(what == "refused" and "tools/lab kselftest" in msg and not calls,
@@ -121,7 +121,7 @@ what, msg = attempt(lambda: kselftest.run("patched"))
 ok(what == "reached", "a run that raised has released the lock", f"{what}: {msg}")
 
 # The test host's lock is the same helper on its own directory.
-holder = hold(testhost.TH)
+holder = hold(testhost.testhost_dir())
 try:
     what, msg = attempt(testhost.host_lock)
     ok(what == "refused" and "tools/lab testhost" in msg,

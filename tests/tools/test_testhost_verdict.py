@@ -30,7 +30,8 @@ from lablib.testing import qemuboot, testhost, testhostrelease, tally as tallyin
 from lablib.common import LabError  # noqa: E402
 from lablib.results import Counts, Skip  # noqa: E402
 
-os.makedirs(testhostrelease.TH, exist_ok=True)
+os.makedirs(testhostrelease.testhost_dir(), exist_ok=True)
+SAVED = os.path.join(testhostrelease.testhost_dir(), "result-v1-comounted.json")
 
 UP = "Booting from ROM..\x1bc\x1b[?7l\x1b[2Junsteal-testhost: up 3.71 s, kernel 6.12, 2 CPUs"
 GOOD = [UP,
@@ -58,7 +59,7 @@ ok(res == (1, 0), "a finished run: one passed, the skipped program not counted",
 ok(out.up_at == 0.0 and out.guest_uptime == 3.71,
    "the 'up' line is found behind the firmware's terminal escapes",
    (out.up_at, out.guest_uptime))
-saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
+saved = json.load(open(SAVED))
 ok(saved["skipped"] == ["vcpu_cgroup_v2"] and saved["assertions_ok"] == 2
    and saved["problems"] == [], "the result file names the skip and counts assertions",
    saved)
@@ -77,7 +78,7 @@ ok(c.skipped == [Skip("vcpu_cgroup_v2", "the cpu controller is not on cgroup v2 
 
 # The row's margin lines are kept in its result file, with their program.
 run(GOOD[:3] + ["# # margin: busy vCPUs run: got 0.98, bound >= 0.5, margin 0.48"] + GOOD[3:])
-saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
+saved = json.load(open(SAVED))
 ok(saved["measurements"] == [{"source": "lab_guest", "kind": "margin",
                                "line": "busy vCPUs run: got 0.98, bound >= 0.5, margin 0.48"}],
    "the result file keeps the row's margin lines with their program", saved["measurements"])
@@ -85,7 +86,7 @@ ok(saved["measurements"] == [{"source": "lab_guest", "kind": "margin",
 bad = GOOD[:3] + ["# not ok 2 - busy vCPUs run", "not ok 1 - lab_guest"] + GOOD[5:]
 out, res = run(bad)
 ok(res == (0, 1), "a failed program fails the row", res)
-saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
+saved = json.load(open(SAVED))
 ok(saved["assertions_not_ok"] == [[False, "lab_guest", "busy vCPUs run"]],
    "the failed assertion is recorded with its program", saved["assertions_not_ok"])
 
@@ -97,7 +98,7 @@ out, res = run([UP, "unsteal-testhost: 0 passed, 0 failed, 0 skipped",
 ok(res == (0, 1), "a finished run that reported no test program fails the row", res)
 
 out, res = run(["SeaBIOS", "Kernel panic - not syncing: VFS: Unable to mount root fs"])
-saved = json.load(open(os.path.join(testhostrelease.TH, "result-v1-comounted.json")))
+saved = json.load(open(SAVED))
 ok(res == (0, 1) and any("did not boot to the runner" in p for p in saved["problems"])
    and any("Kernel panic" in p for p in saved["problems"]),
    "a kernel that never reached the runner fails the row and names the panic",
@@ -147,7 +148,7 @@ ok(rc == 0 and [c[3] for c in calls] == ["debian-12"] * len(testhost.VARIANTS)
 ok(not any("unsteal_service" in c[1] for c in calls)
    and any("vcpu_cgroup_machined" in c[1] for c in calls),
    "Debian 12's rows leave out unsteal_service only", calls)
-ok(d12.dir != testhostrelease.TH and d12.image.startswith(d12.dir + "/")
+ok(d12.dir != testhostrelease.testhost_dir() and d12.image.startswith(d12.dir + "/")
    and d12.log("v2-systemd").endswith("testhost-debian-12-v2-systemd.log")
    and testhostrelease.DEFAULT.log("v2-systemd").endswith("/testhost-v2-systemd.log"),
    "the Debian 12 image, results and logs are its own; Debian 13 keeps its paths",

@@ -15,8 +15,9 @@ below it (tests/tools/test_imports.py checks this against LAYERS):
   testing   the kernel selftests, the booted test host, tools/lab test
   commands  the command line of tools/lab: parser, commands, reference
 
-This file imports nothing: tools/lab runs commands.main(), which loads
-config before it imports anything else.
+This file imports nothing.  No module reads the configuration when it is
+imported: tools/lab runs commands.main(), which loads config before it runs
+a command, and the modules ask config.get() when they are called.
 """
 
 LAYERS = ("config", "common", "results", "stack", "build", "package", "lab", "bench", "testing",

@@ -2,12 +2,13 @@
 """The command line of tools/lab: its parser, the commands and their
 Markdown reference.
 
-main() is tools/lab: it loads the configuration (config.load()) before it
-imports anything else of lablib, builds the parser, and calls the function
-that the chosen command's parser set as func.  Importing this module reads
-no environment and imports config only; the other layers are imported
-inside the functions that need them, build_parser() included (the choices
-of the options come from the modules that declare them).
+main() is tools/lab: it loads the configuration (config.load()), builds
+the parser, and calls the function that the chosen command's parser set as
+func; the modules read the configuration (config.get()) only when called.
+Importing this module reads no environment and imports config only; the
+other layers are imported inside the functions that need them,
+build_parser() included (the choices of the options come from the modules
+that declare them).
 
 reference() renders every command's usage and options as Markdown from the
 parser; docs/lab.md holds it between the two MARKERS, rewritten by
@@ -32,7 +33,7 @@ MARKERS = ("<!-- BEGIN generated: tools/lab help --markdown --write; "
 def main(argv):
     """Run the command line argv (without the program name): its exit
     status; a LabError is printed as 'lab: error: ...' and exits 1."""
-    config.load()  # the environment, read once; every lablib module asks config.get()
+    config.load()  # the environment, read once; lablib's functions ask config.get()
     from .common import LabError
     from .stack import stacks
     try:

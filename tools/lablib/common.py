@@ -13,11 +13,30 @@ import time
 
 from . import config
 
-# The checkout, and the build and cache directories, which stay for a run (config.py).
+# The checkout: where this file is, not configuration.
 ROOT = config.ROOT
-BUILD = config.get().build
-CACHE = config.get().cache
-SOURCES = config.get().sources
+
+
+# The build and cache directories are configuration (config.py): read when
+# a command asks, never when a module is imported, and the same for a run.
+def build_dir():
+    """The build directory (UNSTEAL_BUILD)."""
+    return config.get().build
+
+
+def cache_dir():
+    """The download cache (UNSTEAL_CACHE)."""
+    return config.get().cache
+
+
+def logs_dir():
+    """The logs of builds, tests and daemons, in the build directory."""
+    return os.path.join(build_dir(), "logs")
+
+
+def sources_dir():
+    """The downloaded sources, in the cache."""
+    return config.get().sources
 
 
 class LabError(Exception):
@@ -60,7 +79,7 @@ def run(cmd, cwd=None, env=None, check=True, quiet=False, capture=False, log=Non
             raise LabError(f"command failed ({p.returncode}): {shlex.join(cmd)}\n{p.stderr.strip()}")
         return p
     if quiet or log:
-        logpath = log or os.path.join(BUILD, "logs", "last-command.log")
+        logpath = log or os.path.join(logs_dir(), "last-command.log")
         os.makedirs(os.path.dirname(logpath), exist_ok=True)
         with open(logpath, "w") as fh:
             p = subprocess.run(cmd, cwd=cwd, env=full_env, stdout=fh, stderr=subprocess.STDOUT,

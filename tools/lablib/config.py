@@ -3,10 +3,13 @@
 of qemu.conf's vcpu_cgroup that the lab sets.
 
 The entry point (tools/lab's commands.main(), tests/integration/labtest.py,
-the unit tests' tap.py) calls load() before it imports the rest of lablib;
-every module asks get() for the one Config.  No other module reads the
-environment for configuration.  The variables are an interface that
-tests/meson.build and the test host's runner set (docs/lab.md):
+the unit tests' tap.py) calls load() before it runs a command; every module
+asks get() for the one Config when one of its functions is called, never
+when it is imported (tests/tools/test_config_import.py checks this), so
+what a module sees does not depend on when it was imported.  No other
+module reads the environment for configuration.  The variables are an
+interface that tests/meson.build and the test host's runner set
+(docs/lab.md):
 
   UNSTEAL_BUILD           the build directory (default: _build in the checkout)
   UNSTEAL_CACHE           the download cache (default: $XDG_CACHE_HOME/unsteal,
@@ -95,7 +98,7 @@ def get():
 def using(cfg):
     """Make cfg the configuration for a block: the control-plane benchmark runs
     the lab daemon from stock libvirt's prefix.  The root, build and cache
-    directories stay (modules keep paths under them)."""
+    directories stay: paths under them, once made, stay in use for the run."""
     global _current
     old = get()
     if (cfg.root, cfg.build, cfg.cache) != (old.root, old.build, old.cache):

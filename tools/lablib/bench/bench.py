@@ -73,8 +73,8 @@ def command(args):
 
 
 def replot(what, outdir):
-    from ..common import BUILD
+    from ..common import build_dir
     from . import benchcontrol, benchguests, benchhost, benchsched
     mod = {"sched": benchsched, "guests": benchguests, "control": benchcontrol,
            "host": benchhost}[what]
-    republish(what, outdir or os.path.join(BUILD, "bench", what), mod.markdown, mod.plot)
+    republish(what, outdir or os.path.join(build_dir(), "bench", what), mod.markdown, mod.plot)

@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import time
 
-from ..common import BUILD, LabError, require_root, step
+from ..common import LabError, build_dir, require_root, step
 from . import benchsched
 from .. import config
 from ..lab import daemon, guest
@@ -54,7 +54,7 @@ def _libvirt():
 
 def _block(lv, variant, setting, running, reps):
     from ..build import libvirt as lab_libvirt
-    cfg = daemon.config_at(lab_libvirt.STOCK_PREFIX) if variant == "stock" else config.get()
+    cfg = daemon.config_at(lab_libvirt.stock_prefix()) if variant == "stock" else config.get()
     with config.using(cfg):
         return _measure(lv, setting, running, reps)
 
@@ -163,7 +163,7 @@ def run_bench(reps=10, rounds=3, outdir=None, command=None):
         raise LabError("--reps must be at least 1")
     prepare_lab("control", stock=True)
     lv = _libvirt()
-    outdir = outdir or os.path.join(BUILD, "bench", "control")
+    outdir = outdir or os.path.join(build_dir(), "bench", "control")
     machine = benchsched.machine_info()
     blocks = [(v, s, n) for n in RUNNING for v, s in VARIANTS]
     raw = {f"{v}|{n}": {"start": [], "set": [], "reset": []} for v, _, n in blocks}

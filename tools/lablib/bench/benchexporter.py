@@ -44,7 +44,7 @@ import urllib.error
 import urllib.request
 
 from .. import config
-from ..common import BUILD, LabError, step
+from ..common import LabError, build_dir, step
 from ..lab import measure
 from .benchkit import build_program, close_and_wait, median, publish
 from .benchsched import machine_info
@@ -83,7 +83,7 @@ def unsteal_binary():
     if not path:
         from ..build import unsteal_build
         unsteal_build.build()
-        path = os.path.join(unsteal_build.BUILDDIR, "src", "unsteal")
+        path = os.path.join(unsteal_build.unsteal_builddir(), "src", "unsteal")
     if not os.access(path, os.X_OK):
         raise LabError(f"bench exporter: {path} is not an executable unsteal")
     return path
@@ -377,7 +377,7 @@ def run_bench(sizes=None, reps=1, seconds=SECONDS, outdir=None, command=None):
     if reps < 1 or seconds < 1:
         raise LabError("--reps and --seconds must be at least 1")
     parsed = [parse_size(s, seconds) for s in (sizes or SIZES)]
-    outdir = outdir or os.path.join(BUILD, "bench", "exporter")
+    outdir = outdir or os.path.join(build_dir(), "bench", "exporter")
     command = command or "tools/lab bench exporter"
     if config.get().unsteal_bin:
         command = f"UNSTEAL_BIN={shlex.quote(config.get().unsteal_bin)} {command}"

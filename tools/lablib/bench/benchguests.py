@@ -25,7 +25,7 @@ import re
 import statistics
 import time
 
-from ..common import BUILD, mkdirs, require_root, run, step
+from ..common import build_dir, mkdirs, require_root, run, step
 from . import benchsched
 from ..lab import daemon, guest, measure
 from .benchkit import check_args, median, prepare_lab, publish
@@ -280,7 +280,7 @@ def run_bench(mixes=None, reps=5, seconds=20, settle=5, outdir=None, command=Non
     require_root("bench guests")
     mixes = check_args(mixes, MIXES, reps, seconds)
     prepare_lab("guests")
-    outdir = outdir or os.path.join(BUILD, "bench", "guests")
+    outdir = outdir or os.path.join(build_dir(), "bench", "guests")
     total = len(mixes) * reps * 2 * (seconds + settle + 3)
     step(f"bench guests: {len(mixes)} mixes x {reps} repetitions x 2 modes x "
          f"({settle}+{seconds} s + restart) = about {total // 60} min")
@@ -363,7 +363,7 @@ def run_wakers(mix="2-1-1-linux", seconds=15, settle=5, outdir=None, command=Non
     mix = check_args([mix], MIXES, 1, seconds)[0]
     prepare_lab("wakers")
     sources.ensure_group("tracing", ["linux-perf"], quiet_present=True)
-    outdir = outdir or os.path.join(BUILD, "bench", "wakers")
+    outdir = outdir or os.path.join(build_dir(), "bench", "wakers")
     mkdirs(outdir)
     spec = MIXES[mix][1]
     results = {"command": command, "machine": benchsched.machine_info(), "mix": mix,

@@ -35,7 +35,7 @@ import signal
 import statistics
 import time
 
-from ..common import BUILD, LabError, require_root, step
+from ..common import LabError, build_dir, require_root, step
 from . import benchstats, hostlayout
 from .benchkit import check_args, median, publish
 from .benchscale import TRACE_BUFFER_KB
@@ -349,7 +349,7 @@ def _run(mixes_wanted, runs, seconds, settle, outdir, command, quick, few_cpus, 
         if not schedtrace.available():
             raise LabError("bench host --trace needs tracefs (CONFIG_FTRACE)")
     build_spinner()
-    outdir = outdir or os.path.join(BUILD, "bench", "host-quick" if quick else "host")
+    outdir = outdir or os.path.join(build_dir(), "bench", "host-quick" if quick else "host")
     total = int(len(mixes_wanted) * runs * len(LAYOUTS) * (seconds + settle))
     step(f"bench host: cgroup {version}, {ncpus} CPUs, {len(mixes_wanted)} mixes x {runs} "
          f"runs x 3 layouts x ({settle}+{seconds}) s = about {total // 60} min {total % 60} s")

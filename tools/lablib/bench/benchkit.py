@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import sys
 
-from ..common import BUILD, ROOT, LabError, mkdirs, run, step
+from ..common import ROOT, LabError, build_dir, mkdirs, run, step
 
 
 def command_line():
@@ -49,7 +49,7 @@ def build_program(name):
     """tools/bench/NAME.c compiled into _build/bench/NAME unless that is newer
     than the source; its path."""
     src = os.path.join(ROOT, "tools", "bench", f"{name}.c")
-    binary = os.path.join(BUILD, "bench", name)
+    binary = os.path.join(build_dir(), "bench", name)
     mkdirs(os.path.dirname(binary))
     if os.path.exists(binary) and os.path.getmtime(binary) >= os.path.getmtime(src):
         return binary

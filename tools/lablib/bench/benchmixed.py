@@ -24,7 +24,7 @@ import os
 import statistics
 import time
 
-from ..common import BUILD, LabError, require_root, step
+from ..common import LabError, build_dir, require_root, step
 from . import benchsched
 from ..lab import daemon, guest, measure
 from .benchkit import prepare_lab, publish
@@ -178,7 +178,7 @@ def run_bench(reps=3, seconds=4, windows=WINDOWS, outdir=None, command=None, onl
     nactions = len(actions(1, only))
     prepare_lab("mixed")
     v2 = _is_v2()
-    outdir = outdir or os.path.join(BUILD, "bench", "mixed")
+    outdir = outdir or os.path.join(build_dir(), "bench", "mixed")
     per = 2 * windows * seconds + 2 * SETTLE + 2
     step(f"bench mixed: 2 modes x {nactions} actions x {reps} repetitions x about "
          f"{per} s = about {2 * nactions * reps * per // 60} min")

@@ -27,12 +27,11 @@ import statistics
 import subprocess
 import time
 
-from ..common import BUILD, LabError, require_root, step, warn
+from ..common import LabError, build_dir, require_root, step, warn
 from ..lab import cgroupfs, measure
 from ..config import VCPU_CGROUP_MODES as MODES
 from .benchkit import build_program, check_args, close_and_wait, median, publish
 
-SPIN_BIN = os.path.join(BUILD, "bench", "vcpu-spin")
 BENCH_GROUP = "unsteal-bench"
 TOP_SHARES = 10240
 
@@ -149,13 +148,18 @@ class Layout:
         self.made = []
 
 
+def spin_bin():
+    """The vCPU spinner (tools/bench/vcpu-spin.c) as build_program() builds it."""
+    return os.path.join(build_dir(), "bench", "vcpu-spin")
+
+
 class Domain:
     def __init__(self, name, vcpus, duty, wake_ms=0, period_ms=100, mem_mb=0):
         """wake_ms: the main thread (QEMU's main loop) wakes that often; 0:
         never.  period_ms: a vCPU's duty cycle below 100 %; mem_mb: memory
         each vCPU writes through while it runs (tools/bench/vcpu-spin.c)."""
         self.name, self.vcpus, self.duty = name, vcpus, duty
-        argv = [SPIN_BIN, str(vcpus), str(duty)]
+        argv = [spin_bin(), str(vcpus), str(duty)]
         if wake_ms or period_ms != 100 or mem_mb:
             argv += [str(period_ms), str(wake_ms)] + ([str(mem_mb)] if mem_mb else [])
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -303,7 +307,7 @@ def run_bench(mixes=None, reps=5, seconds=10, settle=2, outdir=None, command=Non
               top_shares=None):
     require_root("bench sched")
     mixes = check_args(mixes, MIXES, reps, seconds)
-    outdir = outdir or os.path.join(BUILD, "bench", "sched")
+    outdir = outdir or os.path.join(build_dir(), "bench", "sched")
     mount = cpu_mount()
     build_spinner()
     total = len(mixes) * reps * 2 * (seconds + settle)

@@ -34,7 +34,7 @@ the arrangement still held.  The benchmark runs on CPUs 0 and 1 only.
 import os
 import time
 
-from ..common import BUILD, LabError, require_root, step
+from ..common import LabError, build_dir, require_root, step
 from ..lab import measure
 from .benchkit import median, publish
 from .benchsched import Domain, Layout, build_spinner, cpu_mount, machine_info
@@ -189,7 +189,7 @@ def run_bench(reps=3, seconds=5, settle=2, outdir=None, command=None):
         raise LabError("--reps and --seconds must be at least 1")
     if not CPUS <= os.sched_getaffinity(0):
         raise LabError("bench tuned runs on CPUs 0 and 1; this process may not use both")
-    outdir = outdir or os.path.join(BUILD, "bench", "tuned")
+    outdir = outdir or os.path.join(build_dir(), "bench", "tuned")
     mount = cpu_mount()
     build_spinner()
     n = 2 * reps * len(PLACEMENTS) * len(ARRANGEMENTS)

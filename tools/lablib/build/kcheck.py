@@ -22,7 +22,7 @@ import glob
 import os
 import re
 
-from ..common import BUILD, LabError, ROOT, run, step
+from ..common import LabError, ROOT, build_dir, logs_dir, run, step
 from ..stack import stacks
 from . import kernel
 
@@ -123,7 +123,8 @@ def matrix():
 
 
 def _outdir(name):
-    return os.path.join(BUILD, "kernel-" + kernel.flavour_name(True, False, ("matrix-" + name,)))
+    return os.path.join(build_dir(),
+                        "kernel-" + kernel.flavour_name(True, False, ("matrix-" + name,)))
 
 
 def configure_matrix(stack_dir=None):
@@ -144,7 +145,7 @@ def build_matrix():
     or implicit declaration first); (built, failed)."""
     built, failed, names = 0, [], matrix()
     for name in names:
-        log = os.path.join(BUILD, "logs", f"kernel-patched-matrix-{name}.log")
+        log = os.path.join(logs_dir(), f"kernel-patched-matrix-{name}.log")
         step(f"kernel matrix: building {name} (log in {os.path.relpath(log, ROOT)})")
         try:
             kernel.build(patched=True, extra=("matrix-" + name,))

@@ -6,11 +6,15 @@ import os
 import re
 import shutil
 
-from ..common import BUILD, LabError, ROOT, mkdirs, run, step
+from ..common import LabError, ROOT, build_dir, logs_dir, mkdirs, run, step
 from ..stack import stacks
 
 CONFIG_DIR = os.path.join(ROOT, "kernel-patches", "config")
-IMAGES = os.path.join(BUILD, "images")
+
+
+def images_dir():
+    """Where the built bzImages are (and lab/guest.py's images)."""
+    return os.path.join(build_dir(), "images")
 
 
 def _fragments(debug, extra=()):
@@ -36,7 +40,7 @@ def _merged_fragment(outdir, debug, extra=()):
 
 
 def kenv():
-    return {"CCACHE_BASEDIR": BUILD, "CCACHE_NOHASHDIR": "1", "KBUILD_BUILD_USER": "unsteal",
+    return {"CCACHE_BASEDIR": build_dir(), "CCACHE_NOHASHDIR": "1", "KBUILD_BUILD_USER": "unsteal",
             "KBUILD_BUILD_HOST": "lab", "KBUILD_BUILD_TIMESTAMP": "2000-01-01"}
 
 
@@ -58,7 +62,7 @@ def configure(src, outdir, debug=False, extra=()):
     with open(frag, "w") as fh:
         fh.write(text)
     run(make_args(src, outdir) + ["allnoconfig", f"KCONFIG_ALLCONFIG={frag}"], env=kenv(),
-        quiet=True, log=os.path.join(BUILD, "logs", "kernel-config.log"))
+        quiet=True, log=os.path.join(logs_dir(), "kernel-config.log"))
     verify_config(os.path.join(outdir, ".config"), text)
     with open(stamp, "w") as fh:
         fh.write(digest)
@@ -110,14 +114,14 @@ def build(patched=True, debug=False, extra=()):
     wt = ensure_worktree(stacks.get("kernel").dir)
     src = wt if patched else stock_tree(wt)
     flavour = flavour_name(patched, debug, extra)
-    outdir = os.path.join(BUILD, f"kernel-{flavour}")
+    outdir = os.path.join(build_dir(), f"kernel-{flavour}")
     configure(src, outdir, debug, extra)
     step(f"kernel: building the {flavour} bzImage with ccache "
          f"(log in _build/logs/kernel-{flavour}.log; about 10 min cold on 2 cores, seconds warm with ccache)")
     run(make_args(src, outdir) + ["bzImage"], env=kenv(),
-        log=os.path.join(BUILD, "logs", f"kernel-{flavour}.log"))
-    mkdirs(IMAGES)
-    dest = os.path.join(IMAGES, f"bzImage-{flavour}")
+        log=os.path.join(logs_dir(), f"kernel-{flavour}.log"))
+    mkdirs(images_dir())
+    dest = os.path.join(images_dir(), f"bzImage-{flavour}")
     shutil.copyfile(os.path.join(outdir, "arch", "x86", "boot", "bzImage"), dest)
     step(f"kernel: {dest}")
     return dest
@@ -128,7 +132,7 @@ def build_tree(tree, what):
     outdir = tree + "-out"
     configure(tree, outdir)
     p = run(make_args(tree, outdir) + ["bzImage"], env=kenv(), check=False,
-            log=os.path.join(BUILD, "logs", "check-kernel-build.log"))
+            log=os.path.join(logs_dir(), "check-kernel-build.log"))
     if p.returncode != 0:
         raise LabError(f"the kernel does not build with {what}; see "
                        f"_build/logs/check-kernel-build.log")
@@ -137,7 +141,7 @@ def build_tree(tree, what):
 def image(patched=True):
     """Path of the built image, building it when missing."""
     flavour = "patched" if patched else "stock"
-    path = os.path.join(IMAGES, f"bzImage-{flavour}")
+    path = os.path.join(images_dir(), f"bzImage-{flavour}")
     if not os.path.exists(path):
         return build(patched=patched)
     return path

@@ -11,23 +11,23 @@ see stacks.Stack.suffix).
 import os
 import shutil
 
-from ..common import BUILD, LabError, run, step
+from ..common import LabError, build_dir, logs_dir, run, step
 from .. import config
 from . import mesonlog
 from ..stack import stacks
 
 
 def builddir(stack):
-    return os.path.join(BUILD, f"{stack.key}-build")
+    return os.path.join(build_dir(), f"{stack.key}-build")
 
 
 def prefix(stack):
-    return os.path.join(BUILD, f"prefix{stack.suffix}")
+    return os.path.join(build_dir(), f"prefix{stack.suffix}")
 
 
 def logpath(name, what):
     """_build/logs/NAME-WHAT.log: libvirt-build.log, libvirt-9.0-test.log, ..."""
-    return os.path.join(BUILD, "logs", f"{name}-{what}.log")
+    return os.path.join(logs_dir(), f"{name}-{what}.log")
 
 
 def check_stack(stack):
@@ -85,7 +85,7 @@ def meson_env():
     measured) and compiles libvirt from scratch.  The objects' debug info
     then names the directory of the build that filled the cache."""
     return {"PATH": "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin",
-            "CCACHE_BASEDIR": BUILD, "CCACHE_NOHASHDIR": "1"}
+            "CCACHE_BASEDIR": build_dir(), "CCACHE_NOHASHDIR": "1"}
 
 
 def configure(src, bdir, pfx, log):
@@ -123,8 +123,13 @@ def build(install=True, stack=None):
     return src
 
 
-STOCK_PREFIX = os.path.join(BUILD, "prefix-stock")
-STOCK_BUILDDIR = os.path.join(BUILD, "libvirt-stock-build")
+def stock_prefix():
+    """Where build_stock() installs stock libvirt."""
+    return os.path.join(build_dir(), "prefix-stock")
+
+
+def stock_builddir():
+    return os.path.join(build_dir(), "libvirt-stock-build")
 
 
 def stock_tree():
@@ -153,19 +158,19 @@ def build_stock():
     patched build.
     """
     src = stock_tree()
-    configure(src, STOCK_BUILDDIR, STOCK_PREFIX, logpath("libvirt-stock", "meson-setup"))
+    configure(src, stock_builddir(), stock_prefix(), logpath("libvirt-stock", "meson-setup"))
     step("libvirt: building stock libvirt (log in _build/logs/libvirt-stock-build.log)")
-    run(["ninja", "-C", STOCK_BUILDDIR], env=meson_env(),
-        log=os.path.join(BUILD, "logs", "libvirt-stock-build.log"))
-    run(["meson", "install", "-C", STOCK_BUILDDIR, "--no-rebuild", "--quiet"], env=meson_env(),
-        log=os.path.join(BUILD, "logs", "libvirt-stock-install.log"))
-    return STOCK_PREFIX
+    run(["ninja", "-C", stock_builddir()], env=meson_env(),
+        log=os.path.join(logs_dir(), "libvirt-stock-build.log"))
+    run(["meson", "install", "-C", stock_builddir(), "--no-rebuild", "--quiet"],
+        env=meson_env(), log=os.path.join(logs_dir(), "libvirt-stock-install.log"))
+    return stock_prefix()
 
 
 def build_tree(tree, what):
     """Build a check tree (used by 'tools/lab check STACK --build-each')."""
     bdir = tree + "-build"
-    log = os.path.join(BUILD, "logs", f"check-{os.path.basename(tree)}-build.log")
+    log = os.path.join(logs_dir(), f"check-{os.path.basename(tree)}-build.log")
     configure(tree, bdir, os.path.join(bdir, "prefix"), log)
     p = run(["ninja", "-C", bdir], env=meson_env(), check=False, log=log)
     if p.returncode != 0:

@@ -4,59 +4,70 @@
 import json
 import os
 
-from ..common import BUILD, ROOT, LabError, run, step
+from ..common import ROOT, LabError, build_dir, logs_dir, run, step
 from . import mesonlog
 
-BUILDDIR = os.path.join(BUILD, "unsteal-build")
-# tools/lab test --tier unit: its own build directory, configured with what
-# the machine has (no root to install the rest)
-UNIT_BUILDDIR = os.path.join(BUILD, "unsteal-unit")
+
+def unsteal_builddir():
+    """The build directory of src/ and tests/ for the lab."""
+    return os.path.join(build_dir(), "unsteal-build")
 
 
-def build(builddir=BUILDDIR, required=True):
-    """meson setup (once) and ninja.  required: libvirt mode (unsteal
-    --connect) and the exporter (unsteal exporter) are part of what the lab
-    tests, so they must build; otherwise meson's 'auto'."""
+def unit_builddir():
+    """tools/lab test --tier unit: its own build directory, configured with
+    what the machine has (no root to install the rest)."""
+    return os.path.join(build_dir(), "unsteal-unit")
+
+
+def build(builddir=None, required=True):
+    """meson setup (once) and ninja in builddir (default: unsteal_builddir()).
+    required: libvirt mode (unsteal --connect) and the exporter (unsteal
+    exporter) are part of what the lab tests, so they must build; otherwise
+    meson's 'auto'."""
+    builddir = builddir or unsteal_builddir()
     env = {"PATH": "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin"}
-    opts = [f"-Dlab_build_dir={BUILD}"]
+    opts = [f"-Dlab_build_dir={build_dir()}"]
     if required:
         opts += ["-Dlibvirt=enabled", "-Dexporter=enabled"]
     name = os.path.basename(builddir)
-    log = os.path.join(BUILD, "logs", f"{name}-meson-setup.log")
+    log = os.path.join(logs_dir(), f"{name}-meson-setup.log")
     if not os.path.exists(os.path.join(builddir, "build.ninja")):
         step(f"src: meson setup {builddir}")
         run(["meson", "setup", builddir, ROOT] + opts, env=env, quiet=True, log=log)
     else:
         run(["meson", "configure", builddir] + opts, env=env, quiet=True, log=log)
     step("src: ninja")
-    run(["ninja", "-C", builddir], env=env, log=os.path.join(BUILD, "logs", f"{name}.log"))
+    run(["ninja", "-C", builddir], env=env, log=os.path.join(logs_dir(), f"{name}.log"))
 
 
-MEASUREMENTS = os.path.join(BUILD, "measurements")
+def measurements_dir():
+    """Where keep_measurements() keeps a run's figures."""
+    return os.path.join(build_dir(), "measurements")
 
 
 def keep_measurements(rows, name):
     """_build/measurements/NAME.json: the margins and measured figures of a
     run (the gate's figures, which it reports and never fails on by
     themselves; ci/README.md lists the smallest margins seen)."""
-    os.makedirs(MEASUREMENTS, exist_ok=True)
-    path = os.path.join(MEASUREMENTS, f"{name}.json")
+    os.makedirs(measurements_dir(), exist_ok=True)
+    path = os.path.join(measurements_dir(), f"{name}.json")
     with open(path, "w") as fh:
         json.dump(rows, fh, indent=1)
     step(f"tests: {len(rows)} margin and measured lines kept in {os.path.relpath(path, ROOT)}")
 
 
 def test_unit():
-    """tools/lab test --tier unit: the unit suite in UNIT_BUILDDIR; no root,
+    """tools/lab test --tier unit: the unit suite in unit_builddir(); no root,
     nothing of libvirt or the kernel built."""
-    return test(suites=["unit"], builddir=UNIT_BUILDDIR, required=False)
+    return test(suites=["unit"], builddir=unit_builddir(), required=False)
 
 
-def test(suites=None, builddir=BUILDDIR, required=True):
-    """meson test on our project (all of it, or the suites named); returns
-    Counts (mesonlog.results())."""
+def test(suites=None, builddir=None, required=True):
+    """meson test on our project (all of it, or the suites named) in
+    builddir (default: unsteal_builddir()); returns Counts (mesonlog.results())."""
+    builddir = builddir or unsteal_builddir()
     build(builddir, required)
-    log = os.path.join(BUILD, "logs", f"{os.path.basename(builddir)}-test.log")
+    log = os.path.join(logs_dir(), f"{os.path.basename(builddir)}-test.log")
     cmd = ["meson", "test", "-C", builddir, "--no-rebuild", "--print-errorlogs"]
     for s in suites or []:
         cmd += ["--suite", s]

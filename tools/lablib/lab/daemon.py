@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from ..common import BUILD, LabError, mkdirs, require_root, step, warn
+from ..common import LabError, build_dir, logs_dir, mkdirs, require_root, step, warn
 from ..build.libvirt import lab_prefix
 from .. import config
 from . import cgroupfs
@@ -23,7 +23,7 @@ from ..stack import stacks
 
 def lab_dir(stack):
     """PID files, qemu.conf bookkeeping and consoles of one libvirt stack's lab daemon."""
-    return os.path.join(BUILD, f"lab{stack.suffix}")
+    return os.path.join(build_dir(), f"lab{stack.suffix}")
 
 
 def _daemon_name(prefix):
@@ -128,7 +128,7 @@ def _pid(name, where=None):
 
 def _write_conf(vcpu_cgroup, extra=None):
     lb = lab()
-    mkdirs(lb.dir, os.path.join(BUILD, "logs"))
+    mkdirs(lb.dir, logs_dir())
     lines = [
         "# Written by tools/lab start: the lab daemon runs QEMU as root with no",
         "# security driver; everything else is libvirt's default.",
@@ -145,7 +145,7 @@ def _write_conf(vcpu_cgroup, extra=None):
         fh.write("\n".join(lines) + "\n")
     conf = os.path.join(lb.dir, "virtqemud.conf")
     with open(conf, "w") as fh:
-        fh.write(f'log_outputs = "1:file:{BUILD}/logs/virtqemud.log"\n'
+        fh.write(f'log_outputs = "1:file:{build_dir()}/logs/virtqemud.log"\n'
                  'log_filters = "1:qemu.qemu_cgroup 1:qemu.qemu_process 1:util.cgroup '
                  '3:util 3:rpc 3:remote 3:event 3:access 3:conf 3:security 3:qemu"\n')
     return conf
@@ -183,8 +183,8 @@ def _wait_socket(proc, timeout=None):
             break
         time.sleep(0.3)
     raise LabError(f"{lb.daemon} did not come up within {timeout} s; see "
-                   f"{BUILD}/logs/virtqemud.log and "
-                   f"{BUILD}/logs/{lb.daemon}.stderr")
+                   f"{build_dir()}/logs/virtqemud.log and "
+                   f"{build_dir()}/logs/{lb.daemon}.stderr")
 
 
 def _spawn(name, args):
@@ -194,7 +194,7 @@ def _spawn(name, args):
         raise LabError(f"{bin_} is missing: run tools/lab build libvirt --stack "
                        f"{stacks.lab_libvirt().key} first")
     pidfile = os.path.join(lb.dir, f"{name}.pid")
-    with open(os.path.join(BUILD, "logs", f"{name}.stderr"), "a") as err:
+    with open(os.path.join(logs_dir(), f"{name}.stderr"), "a") as err:
         p = subprocess.Popen([bin_, "-p", pidfile] + args, env=_full_env(),
                              stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                              start_new_session=True)
@@ -222,7 +222,7 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
                        f"same cgroups; stop it first: UNSTEAL_LIBVIRT_STACK={other.key} "
                        f"tools/lab stop")
     lb = lab()
-    mkdirs(lb.dir, lb.rundir, os.path.join(BUILD, "logs"))
+    mkdirs(lb.dir, lb.rundir, logs_dir())
     _record_preexisting()
     conf = _write_conf(vcpu_cgroup, extra)
     if _pid("virtlogd") is None:
@@ -232,7 +232,7 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
         t0 = time.monotonic()
         while not os.path.exists(logsock):
             if time.monotonic() - t0 > 30 or proc.poll() is not None:
-                raise LabError(f"virtlogd did not come up; see {BUILD}/logs/virtlogd.stderr")
+                raise LabError(f"virtlogd did not come up; see {build_dir()}/logs/virtlogd.stderr")
             time.sleep(0.1)
     old = _pid(lb.daemon)
     if old:

@@ -24,12 +24,10 @@ import shutil
 import time
 from xml.sax.saxutils import escape
 
-from ..common import BUILD, ROOT, LabError, mkdirs, run, step
+from ..common import ROOT, LabError, build_dir, mkdirs, run, step
 from .. import config
 from . import daemon
 
-IMAGES = os.path.join(BUILD, "images")
-INITRAMFS = os.path.join(IMAGES, "guest-initramfs.cpio.gz")
 BUSYBOX = "/bin/busybox"
 
 # The guest's /init and what it shares with the kselftest guest's, as
@@ -39,6 +37,16 @@ PREAMBLE = os.path.join(PROGRAMS, "preamble.sh")
 INIT = os.path.join(PROGRAMS, "init.sh")
 
 
+def images_dir():
+    """Where the guests' images are built: the initramfs, the spin boot
+    sector and the balloon guest (build/kernel.py's bzImages too)."""
+    return os.path.join(build_dir(), "images")
+
+
+def initramfs_path():
+    return os.path.join(images_dir(), "guest-initramfs.cpio.gz")
+
+
 # Inside the test host (tools/lab testhost, docs/testhost.md; UNSTEAL_TESTHOST=1,
 # config.get().testhost) a guest boots no OS: a nested TCG guest would take
 # minutes to boot its kernel, and the placement tests only need the vCPU
@@ -46,13 +54,21 @@ INIT = os.path.join(PROGRAMS, "init.sh")
 # tools/testhost/spin-boot.S, which spins on every vCPU ('mixed' spins
 # everywhere too); 'idle' guests have no boot device and halt in the
 # firmware.  A guest counts as ready once QEMU has all its vCPU threads.
-SPIN_BOOT = os.path.join(IMAGES, "spin-boot.img")
+SPIN_BOOT_NAME = "spin-boot.img"
 SPIN_SRC = os.path.join(ROOT, "tools", "testhost", "spin-boot.S")
-BALLOON = os.path.join(IMAGES, "balloon-guest.elf")
+BALLOON_NAME = "balloon-guest.elf"
 BALLOON_SRC = os.path.join(ROOT, "tools", "testhost", "balloon-guest.c")
 WORKLOADS = ("busy", "idle", "mixed", "spin", "balloon")
 READY = "unsteal-guest: ready"
 _WORKLOADS = {}     # test host: domain name -> workload, for the readiness check
+
+
+def spin_boot_path():
+    return os.path.join(images_dir(), SPIN_BOOT_NAME)
+
+
+def balloon_path():
+    return os.path.join(images_dir(), BALLOON_NAME)
 
 
 def stage_initramfs(stage, init):
@@ -84,17 +100,18 @@ def _init_source():
 def build_initramfs():
     if not os.path.exists(BUSYBOX):
         raise LabError("busybox-static is not installed; run tools/lab setup")
-    stamp = INITRAMFS + ".src"
+    initramfs = initramfs_path()
+    stamp = initramfs + ".src"
     source = _init_source()
-    if os.path.exists(INITRAMFS) and os.path.exists(stamp) and open(stamp).read() == source:
-        return INITRAMFS
+    if os.path.exists(initramfs) and os.path.exists(stamp) and open(stamp).read() == source:
+        return initramfs
     step("guest: building the busybox initramfs")
-    mkdirs(IMAGES)
-    stage = stage_initramfs(os.path.join(BUILD, "initramfs-stage"), INIT)
-    pack_initramfs(stage, INITRAMFS)
+    mkdirs(images_dir())
+    stage = stage_initramfs(os.path.join(build_dir(), "initramfs-stage"), INIT)
+    pack_initramfs(stage, initramfs)
     with open(stamp, "w") as fh:
         fh.write(source)
-    return INITRAMFS
+    return initramfs
 
 
 def lab_name(name):
@@ -127,20 +144,21 @@ def parse_cputune(spec):
 def spin_image():
     """The spin boot sector; on the host it is assembled here (the test host
     has it built in its build root)."""
+    spin_boot = spin_boot_path()
     if config.get().testhost:
-        return SPIN_BOOT
-    if (not os.path.exists(SPIN_BOOT)
-            or os.path.getmtime(SPIN_BOOT) < os.path.getmtime(SPIN_SRC)):
-        mkdirs(IMAGES)
-        obj = SPIN_BOOT + ".o"
+        return spin_boot
+    if (not os.path.exists(spin_boot)
+            or os.path.getmtime(spin_boot) < os.path.getmtime(SPIN_SRC)):
+        mkdirs(images_dir())
+        obj = spin_boot + ".o"
         run(["as", "--32", "-o", obj, SPIN_SRC], quiet=True)
         run(["ld", "-m", "elf_i386", "-Ttext", "0x7c00", "--oformat", "binary",
-             "-o", SPIN_BOOT + ".tmp", obj], quiet=True)
+             "-o", spin_boot + ".tmp", obj], quiet=True)
         os.unlink(obj)
-        if os.path.getsize(SPIN_BOOT + ".tmp") != 512:
+        if os.path.getsize(spin_boot + ".tmp") != 512:
             raise LabError(f"{SPIN_SRC} did not assemble into a 512-byte boot sector")
-        os.replace(SPIN_BOOT + ".tmp", SPIN_BOOT)
-    return SPIN_BOOT
+        os.replace(spin_boot + ".tmp", spin_boot)
+    return spin_boot
 
 
 def balloon_build_commands(src, out):
@@ -158,14 +176,15 @@ def balloon_build_commands(src, out):
 def balloon_image():
     """The balloon guest's kernel; on the host it is built here (the test
     host has it built in its build root)."""
+    balloon = balloon_path()
     if config.get().testhost:
-        return BALLOON
-    if not os.path.exists(BALLOON) or os.path.getmtime(BALLOON) < os.path.getmtime(BALLOON_SRC):
-        mkdirs(IMAGES)
-        for argv in balloon_build_commands(BALLOON_SRC, BALLOON + ".tmp"):
+        return balloon
+    if not os.path.exists(balloon) or os.path.getmtime(balloon) < os.path.getmtime(BALLOON_SRC):
+        mkdirs(images_dir())
+        for argv in balloon_build_commands(BALLOON_SRC, balloon + ".tmp"):
             run(argv, quiet=True)
-        os.replace(BALLOON + ".tmp", BALLOON)
-    return BALLOON
+        os.replace(balloon + ".tmp", balloon)
+    return balloon
 
 
 def _boots_spin(workload):

@@ -22,10 +22,16 @@ import shlex
 import shutil
 import tempfile
 
-from ..common import BUILD, CACHE, LabError, mkdirs, run, step
+from ..common import LabError, cache_dir, logs_dir, mkdirs, run, step
 from ..stack import sources
 
-CHROOTS = os.path.join(CACHE, "chroots")
+
+
+def chroots_dir():
+    """Where the roots' tarballs are cached."""
+    return os.path.join(cache_dir(), "chroots")
+
+
 # Packages of every root besides debootstrap's buildd variant.
 # (installed with apt after debootstrap, whose own dependency handling is weak)
 BASE_EXTRA = ["fakeroot", "lintian", "iproute2"]
@@ -154,16 +160,17 @@ def base_tarball(suite):
 
     def make(tmp):
         step(f"chroot: debootstrap {suite} ({arch}, buildd variant; one-off, cached in "
-             f"{CHROOTS})")
-        debootstrap(suite, tmp, "buildd", os.path.join(BUILD, "logs", f"debootstrap-{suite}.log"))
+             f"{chroots_dir()})")
+        debootstrap(suite, tmp, "buildd",
+                    os.path.join(logs_dir(), f"debootstrap-{suite}.log"))
         no_services(tmp)
         run(["chroot", tmp, "useradd", "-m", "-u", "2000", "-s", "/bin/sh", "builder"])
         step(f"chroot: apt-get install {' '.join(BASE_EXTRA)}")
         Root(None, tmp).run("apt-get update -q && apt-get install -y -q "
                             + " ".join(BASE_EXTRA) + " && apt-get clean",
-                            log=os.path.join(BUILD, "logs", f"debootstrap-{suite}-apt.log"))
+                            log=os.path.join(logs_dir(), f"debootstrap-{suite}-apt.log"))
 
-    return cached_root(os.path.join(CHROOTS, f"{suite}-{arch}-buildd.tar.zst"), make)
+    return cached_root(os.path.join(chroots_dir(), f"{suite}-{arch}-buildd.tar.zst"), make)
 
 
 class Root:

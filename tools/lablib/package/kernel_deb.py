@@ -27,7 +27,7 @@ try:
 except ImportError:  # Python < 3.11
     tomllib = None
 
-from ..common import BUILD, LabError, mkdirs, run, step, watch
+from ..common import LabError, build_dir, logs_dir, mkdirs, run, step, watch
 from . import chroot
 from ..stack import patchqueue, sources
 
@@ -43,7 +43,7 @@ def _quilt(args, tree, log):
 
 
 def _workdir(base):
-    return os.path.join(BUILD, "package", f"{base['package']}-{base['version']}")
+    return os.path.join(build_dir(), "package", f"{base['package']}-{base['version']}")
 
 
 def unpack(stack_dir, sub="check", partial=False):
@@ -93,7 +93,7 @@ def unpack(stack_dir, sub="check", partial=False):
 
 def apply_series(stack_dir, tree, base):
     """Debian's patches with quilt, then ours as test-patches applies them (fuzz 0)."""
-    log = os.path.join(BUILD, "logs", f"package-linux-{base['version']}-quilt.log")
+    log = os.path.join(logs_dir(), f"package-linux-{base['version']}-quilt.log")
     n_deb = len(patchqueue.read_series(os.path.join(tree, "debian", "patches")))
     step(f"kernel package: quilt push -a: Debian's {n_deb} patches")
     if _quilt(["push", "-a", "--fuzz=0", "-q"], tree, log).returncode != 0:
@@ -179,7 +179,7 @@ def check_config(stack_dir, tree, base, flavour):
          f"config files, make olddefconfig)")
     karch = {"amd64": "x86_64", "arm64": "arm64"}.get(arch, arch)
     run(["make", "-s", "-C", tree, f"O={out}", f"ARCH={karch}", "olddefconfig"],
-        log=os.path.join(BUILD, "logs", f"package-linux-{base['version']}-config.log"))
+        log=os.path.join(logs_dir(), f"package-linux-{base['version']}-config.log"))
     have = open(os.path.join(out, ".config")).read()
     want_file = os.path.join(stack_dir, "config", "package.config")
     bad, n = [], 0
@@ -218,7 +218,7 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
     patches = patchqueue.read_series(stack_dir)
     rootdir = os.path.join(_workdir(base), "root")
     root = chroot.Root(chroot.base_tarball(base["suite"]), rootdir)
-    logs = os.path.join(BUILD, "logs")
+    logs = logs_dir()
     tag = f"linux-{base['version']}-{flavour}"
     try:
         bdir = os.path.join(rootdir, "build")
@@ -245,7 +245,7 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
                  user="builder", log=os.path.join(logs, f"package-{tag}-quilt.log"))
         log = os.path.join(logs, f"package-{tag}-build.log")
         step(f"kernel package: debian/bin/test-patches -f {flavour} -j {jobs} "
-             f"({len(patches)} patches); log: {os.path.relpath(log, BUILD)}")
+             f"({len(patches)} patches); log: {os.path.relpath(log, build_dir())}")
         plist = " ".join(f"../patches/{n}" for n in patches)
         script = (f"cd /build/src && export DEBEMAIL=dev@unsteal.invalid "
                   f"DEBFULLNAME='Unsteal Developers' && "
@@ -254,7 +254,7 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
                           "kernel package: building")
         if rc != 0:
             raise LabError(f"test-patches failed ({rc}) after {secs / 60:.0f} min; see {log}")
-        out = os.path.join(BUILD, "packages", f"linux_{base['version']}a~test_{flavour}")
+        out = os.path.join(build_dir(), "packages", f"linux_{base['version']}a~test_{flavour}")
         shutil.rmtree(out, ignore_errors=True)
         mkdirs(out)
         for f in glob.glob(os.path.join(bdir, "*.deb")) + glob.glob(
@@ -268,7 +268,8 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
                      f"patches={len(patches)}\nbuild_minutes={secs / 60:.1f}\n"
                      f"parallel={jobs}\nfinished={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         step(f"kernel package: built in {secs / 60:.1f} min: "
-             f"{', '.join(os.path.basename(d) for d in debs)} in {os.path.relpath(out, BUILD)}")
+             f"{', '.join(os.path.basename(d) for d in debs)} "
+             f"in {os.path.relpath(out, build_dir())}")
     finally:
         if not keep_root:
             root.remove()

@@ -30,7 +30,7 @@ import shutil
 import textwrap
 import time
 
-from ..common import BUILD, LabError, mkdirs, read_kv, run, step, watch
+from ..common import LabError, build_dir, logs_dir, mkdirs, read_kv, run, step, watch
 from . import chroot
 from ..build import mesonlog
 from ..stack import patchqueue, sources, stacks
@@ -90,11 +90,11 @@ def _subject(path):
 
 
 def workdir(base):
-    return os.path.join(BUILD, "package", f"{base['package']}-{base['version']}")
+    return os.path.join(build_dir(), "package", f"{base['package']}-{base['version']}")
 
 
 def outdir(base):
-    return os.path.join(BUILD, "packages", f"{base['package']}_{local_version(base)}")
+    return os.path.join(build_dir(), "packages", f"{base['package']}_{local_version(base)}")
 
 
 # systemd units a libvirt series adds to the QEMU driver (src/qemu/*.slice):
@@ -189,7 +189,7 @@ def prepare(stack_dir, sub="src"):
     os.symlink(paths["orig"], os.path.join(wd, os.path.basename(paths["orig"])))
     # dpkg-source applies Debian's patches and ours with fuzz 0 and names the
     # first one that does not apply; -b then writes the source package.
-    log = os.path.join(BUILD, "logs", f"package-{base['package']}-{base['version']}-{sub}.log")
+    log = os.path.join(logs_dir(), f"package-{base['package']}-{base['version']}-{sub}.log")
     env = {"SOURCE_DATE_EPOCH": str(ts), "DEB_BUILD_OPTIONS": "", "LC_ALL": "C.UTF-8"}
     try:
         run(["dpkg-source", "--before-build", base["topdir"]], cwd=wd, log=log, env=env)
@@ -222,7 +222,7 @@ def _deps_tarball(base, tree):
     """Cache key of a root with the Build-Depends installed: suite + debian/control."""
     with open(os.path.join(tree, "debian", "control"), "rb") as fh:
         h = hashlib.sha256(fh.read()).hexdigest()[:12]
-    return os.path.join(chroot.CHROOTS, f"{base['suite']}-{chroot.host_arch()}-"
+    return os.path.join(chroot.chroots_dir(), f"{base['suite']}-{chroot.host_arch()}-"
                         f"{base['package']}-deps-{h}.tar.zst")
 
 
@@ -236,7 +236,7 @@ def build_root(stack_dir, base, info):
     tar_deps = _deps_tarball(base, info["tree"])
     rootdir = os.path.join(workdir(base), "root")
     root = chroot.Root(tar_deps if os.path.exists(tar_deps) else tar_base, rootdir)
-    logs = os.path.join(BUILD, "logs")
+    logs = logs_dir()
     tag = f"{base['package']}-{info['version']}"
     try:
         bdir = os.path.join(rootdir, "build")
@@ -273,7 +273,7 @@ def buildpackage(root, info, tag, jobs=None):
     without network, its test suite on; returns (log text, meson test counts,
     seconds)."""
     jobs = jobs or os.cpu_count() or 2
-    log = os.path.join(BUILD, "logs", f"package-{tag}-build.log")
+    log = os.path.join(logs_dir(), f"package-{tag}-build.log")
     step(f"package: dpkg-buildpackage -b -uc -us (parallel={jobs}, test suite on, no "
          f"network); log: {_rel(log)}")
     script = (f"cd /build/src && export DEB_BUILD_OPTIONS='parallel={jobs}' "
@@ -295,7 +295,7 @@ def lintian(root, tag, files="*.changes"):
     """lintian on the build's .changes (and whatever else files names in
     /build), as Debian's own upload checks run it; returns (log path,
     {'E': errors, 'W': warnings, 'I': info})."""
-    lint_log = os.path.join(BUILD, "logs", f"package-{tag}-lintian.log")
+    lint_log = os.path.join(logs_dir(), f"package-{tag}-lintian.log")
     root.run("cd /build && lintian --info --display-level '>=info' --fail-on none "
              + files, user="builder", log=lint_log, check=False)
     lint = open(lint_log, errors="replace").read()
@@ -327,7 +327,7 @@ def build(stack_dir, jobs=None, keep_root=False):
     root, bdir = build_root(stack_dir, base, info)
     tag = f"{base['package']}-{version}"
     try:
-        log = os.path.join(BUILD, "logs", f"package-{tag}-build.log")
+        log = os.path.join(logs_dir(), f"package-{tag}-build.log")
         text, counts, secs = buildpackage(root, info, tag, jobs)
         lint_log, tags = lintian(root, tag)
         out = outdir(base)
@@ -394,7 +394,7 @@ def install_check(stack_dir):
                        f"--stack {_rel(stack_dir)} first")
     root = install_root(base["suite"], debs, os.path.join(workdir(base), "install-root"))
     tag = f"{base['package']}-{version}"
-    log = os.path.join(BUILD, "logs", f"package-{tag}-install.log")
+    log = os.path.join(logs_dir(), f"package-{tag}-install.log")
     try:
         step(f"install check: apt-get install {' '.join(INSTALL)} in a fresh {base['suite']} "
              f"root; log: {_rel(log)}")

@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 
-from ..common import BUILD, LabError, ROOT, mkdirs, run, step
+from ..common import LabError, ROOT, build_dir, logs_dir, mkdirs, run, step
 from . import libvirt_deb
 from ..stack import sources
 
@@ -57,7 +57,7 @@ def _base():
 
 
 def outdir():
-    return os.path.join(BUILD, "packages", f"{PACKAGE}_{version()}")
+    return os.path.join(build_dir(), "packages", f"{PACKAGE}_{version()}")
 
 
 def source():
@@ -81,7 +81,7 @@ def source():
         shutil.copy2(os.path.join(ROOT, n), dst, follow_symlinks=False)
     p = run(["git", "log", "-1", "--format=%ct"], cwd=ROOT, capture=True, check=False)
     ts = int(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip() else 0
-    log = os.path.join(BUILD, "logs", f"package-{PACKAGE}-{ver}-source.log")
+    log = os.path.join(logs_dir(), f"package-{PACKAGE}-{ver}-source.log")
     run(["dpkg-source", "-b", top], cwd=wd, log=log,
         env={"SOURCE_DATE_EPOCH": str(ts), "LC_ALL": "C.UTF-8"})
     dsc = os.path.join(wd, f"{PACKAGE}_{ver}.dsc")
@@ -197,7 +197,7 @@ def install_check():
     ver = version()
     root = libvirt_deb.install_root(SUITE, found, os.path.join(libvirt_deb.workdir(_base()),
                                                            "install-root"))
-    log = os.path.join(BUILD, "logs", f"package-{PACKAGE}-{ver}-install.log")
+    log = os.path.join(logs_dir(), f"package-{PACKAGE}-{ver}-install.log")
     step(f"install check: apt-get install {PACKAGE} (and systemd, for systemd-analyze) in a "
          f"fresh {SUITE} root; log: {os.path.relpath(log, ROOT)}")
     try:

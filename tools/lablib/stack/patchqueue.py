@@ -18,7 +18,7 @@ import re
 import shutil
 import tempfile
 
-from ..common import BUILD, CACHE, LabError, mkdirs, run, step
+from ..common import LabError, build_dir, cache_dir, mkdirs, run, step
 from . import sources, stacks
 
 GIT_ID = {
@@ -69,7 +69,7 @@ def _base_repo(stack_dir):
     base, paths = sources.fetch_base(stack_dir)
     untracked = _untracked(base)
     tag = hashlib.sha256(" ".join(untracked).encode()).hexdigest()[:8] if untracked else "all"
-    repo = os.path.join(CACHE, "bases", f"{base['name']}-{base['version']}-{tag}.git")
+    repo = os.path.join(cache_dir(), "bases", f"{base['name']}-{base['version']}-{tag}.git")
     if _has_tag(repo, "base"):
         return base, repo
     mkdirs(os.path.dirname(repo))
@@ -94,7 +94,7 @@ def _commit_base(base, paths, untracked, repo):
         cwd=tmp, env=GIT_ID)
     git(["tag", "base"], cwd=tmp)
     shutil.rmtree(repo, ignore_errors=True)
-    git(["clone", "-q", "--bare", tmp, repo], cwd=CACHE)
+    git(["clone", "-q", "--bare", tmp, repo], cwd=cache_dir())
     shutil.rmtree(tmp)
 
 
@@ -210,7 +210,7 @@ def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
     shutil.rmtree(wt, ignore_errors=True)
     mkdirs(os.path.dirname(wt))
     step(f"worktree: cloning the base into {wt}")
-    git(["clone", "-q", "--shared" if False else "--local", repo, wt], cwd=BUILD, quiet=True)
+    git(["clone", "-q", "--shared" if False else "--local", repo, wt], cwd=build_dir(), quiet=True)
     name, email = _series_author(stack_dir)
     git(["config", "user.name", name], cwd=wt)
     git(["config", "user.email", email], cwd=wt)
@@ -314,7 +314,7 @@ def export(stack_dir):
     if dirty:
         raise LabError(f"{wt} has uncommitted changes; commit them (git commit / "
                        f"git commit --fixup) before exporting:\n{dirty}")
-    tmp = tempfile.mkdtemp(dir=BUILD, prefix="export-")
+    tmp = tempfile.mkdtemp(dir=build_dir(), prefix="export-")
     try:
         git(["format-patch", "-q", "--zero-commit", "--no-signature", "-N",
              "--full-index", "--no-renames", "-o", tmp, "base..HEAD"], cwd=wt)
@@ -382,10 +382,10 @@ def check(stack_dir, build_each=None):
     if errors:
         raise LabError("patch check failed:\n  " + "\n  ".join(errors))
     base, repo = _base_repo(stack_dir)
-    tree = os.path.join(BUILD, "check", base["name"])
+    tree = os.path.join(build_dir(), "check", base["name"])
     shutil.rmtree(tree, ignore_errors=True)
     mkdirs(os.path.dirname(tree))
-    git(["clone", "-q", "--local", repo, tree], cwd=BUILD, quiet=True)
+    git(["clone", "-q", "--local", repo, tree], cwd=build_dir(), quiet=True)
     git(["config", "user.name", "unsteal lab"], cwd=tree)
     git(["config", "user.email", "lab@unsteal.invalid"], cwd=tree)
     add_untracked(stack_dir, tree)

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 
-from ..common import CACHE, LabError, SOURCES, run, sha256_file, step, mkdirs, read_kv
+from ..common import LabError, cache_dir, mkdirs, read_kv, run, sha256_file, sources_dir, step
 
 SRC_LIST = "/etc/apt/sources.list.d/unsteal-src.sources"
 SRC_SUITES = ["bookworm", "bookworm-updates", "bookworm-backports", "trixie"]
@@ -158,12 +158,12 @@ def _cached_ok(path, pin):
 def fetch_base(stack_dir, which=("orig",)):
     """Fetch (or reuse from the cache) the pinned tarballs of a stack, verified."""
     base = read_kv(os.path.join(stack_dir, "BASE"))
-    mkdirs(SOURCES)
+    mkdirs(sources_dir())
     paths = {}
     uris = None
     for kind in which:
         fname, pin = base[kind], base[f"{kind}_sha256"]
-        dest = os.path.join(SOURCES, fname)
+        dest = os.path.join(sources_dir(), fname)
         if os.path.exists(dest):
             if _cached_ok(dest, pin):
                 paths[kind] = dest
@@ -211,7 +211,7 @@ def fetch_base(stack_dir, which=("orig",)):
 # that package would also start a Prometheus server, so setup takes promtool out
 # of the .deb that apt downloads (and verifies against the signed index) instead.
 def _promtool_path(cache=None):
-    return os.path.join(cache or CACHE, "promtool", "promtool")
+    return os.path.join(cache or cache_dir(), "promtool", "promtool")
 
 
 def promtool(cache=None):

@@ -17,7 +17,7 @@ import functools
 import os
 
 from .. import config
-from ..common import BUILD, LabError, ROOT, read_kv
+from ..common import LabError, ROOT, build_dir, read_kv
 
 # key, directory (relative to the repository), whether it is its project's
 # default.  Everything else about a stack comes from its BASE file.
@@ -63,7 +63,7 @@ class Stack:
 
     @property
     def worktree(self):
-        return os.path.join(BUILD, "src", self.name)
+        return os.path.join(build_dir(), "src", self.name)
 
     @property
     def suffix(self):

@@ -22,7 +22,7 @@ import os
 import re
 import statistics
 
-from ..common import LabError, ROOT, mkdirs, step
+from ..common import LabError, ROOT, logs_dir, mkdirs, step
 from ..common import run as sh
 from . import kselftest as ks
 from .qemuboot import Console
@@ -87,9 +87,9 @@ CONSOLE = Console(ks.CONSOLE.marker, ks.RESULT_RE, ks.SUBRESULT_RE, ks.PROGRAM_R
 def build_tests():
     """The selftests (kselftest.build_tests) and swapoff_bench, in one directory."""
     out = ks.build_tests()
-    mkdirs(ks.LOGS)
+    mkdirs(logs_dir())
     sh(["gcc", "-static", "-Wall", "-O2", BENCH_SRC, "-o", os.path.join(out, "swapoff_bench")],
-       quiet=True, log=os.path.join(ks.LOGS, "kselftest-bench-build.log"))
+       quiet=True, log=os.path.join(logs_dir(), "kselftest-bench-build.log"))
     return out
 
 
@@ -246,7 +246,7 @@ def command(args):
 def _publish(name, lines):
     """Writes a benchmark's table to _build/kselftest/NAME and shows it."""
     table = "\n".join(lines)
-    path = os.path.join(ks.KS, name)
+    path = os.path.join(ks.kselftest_dir(), name)
     with open(path, "w") as fh:
         fh.write(table + "\n")
     print(table, flush=True)

@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 
-from ..common import LabError, ROOT, BUILD, dir_lock, mkdirs, step
+from ..common import LabError, ROOT, build_dir, dir_lock, logs_dir, mkdirs, step
 from ..common import run as sh
 from ..build import kernel
 from ..stack import patchqueue, stacks
@@ -33,8 +33,6 @@ from . import qemuboot
 from .qemuboot import SPLAT_CHECKERS_RE, Console
 from .qemuboot import boot as boot_qemu
 
-KS = os.path.join(BUILD, "kselftest")
-LOGS = os.path.join(BUILD, "logs")
 MM_DIR = os.path.join("tools", "testing", "selftests", "mm")
 VMTESTS = "run_vmtests.sh"
 # run_vmtests.sh is a bash script; the guest has busybox sh only.
@@ -90,6 +88,11 @@ CONSOLE = Console("unsteal-kselftest: ", RESULT_RE, SUBRESULT_RE, PROGRAM_RE,
                   SPLAT_CHECKERS_RE)
 
 
+def kselftest_dir():
+    """The test binaries, the initramfs and the swap disk of a run."""
+    return os.path.join(build_dir(), "kselftest")
+
+
 def _tree():
     return patchqueue.ensure_worktree(stacks.get("kernel").dir, quiet_reuse=True)
 
@@ -102,9 +105,9 @@ def build_kernel(flavour, debug):
 
 def _headers(src):
     """The patched tree's UAPI headers (make headers), for the upstream tests."""
-    out = os.path.join(KS, "headers")
+    out = os.path.join(kselftest_dir(), "headers")
     sh(kernel.make_args(src, out) + ["headers"], env=kernel.kenv(), quiet=True,
-        log=os.path.join(LOGS, "kselftest-headers.log"))
+        log=os.path.join(logs_dir(), "kselftest-headers.log"))
     return os.path.join(out, "usr", "include")
 
 
@@ -140,14 +143,14 @@ def make_tests(hdr, mm, out, names):
     sh(["make", "-C", mm, f"-j{os.cpu_count() or 2}", f"OUTPUT={out}",
         f"KHDR_INCLUDES=-isystem {hdr}", "USERLDFLAGS=-static"] +
        [os.path.join(out, n) for n in names], quiet=True,
-       log=os.path.join(LOGS, "kselftest-build.log"))
+       log=os.path.join(logs_dir(), "kselftest-build.log"))
 
 
 def build_tests():
     """The mm selftests of TESTS, static, built by the patched work tree's
     selftests Makefile, and its run_vmtests.sh; returns their directory."""
     src = _tree()
-    out = os.path.join(KS, "bin")
+    out = os.path.join(kselftest_dir(), "bin")
     shutil.rmtree(out, ignore_errors=True)
     mkdirs(out)
     for t in TESTS:
@@ -156,7 +159,7 @@ def build_tests():
                            f"kernel series applied?")
     step("kselftest: building the mm selftests (static) with the selftests Makefile")
     hdr = _headers(src)
-    mm = shadow_tree(src, os.path.join(KS, "tree"))
+    mm = shadow_tree(src, os.path.join(kselftest_dir(), "tree"))
     make_tests(hdr, mm, out, [t.name for t in TESTS])
     shutil.copy2(os.path.join(mm, VMTESTS), os.path.join(out, VMTESTS))
     return out
@@ -169,7 +172,7 @@ def build_initramfs(bindir, tests=TESTS, slowdown=1):
     if not os.path.exists(BASH):
         raise LabError(f"{BASH} is missing (run_vmtests.sh needs bash in the guest): install "
                        f"bash-static, or run tools/lab setup")
-    stage = stage_initramfs(os.path.join(KS, "initramfs"), INIT)
+    stage = stage_initramfs(os.path.join(kselftest_dir(), "initramfs"), INIT)
     shutil.copy2(BASH, os.path.join(stage, "bin", "bash"))
     shutil.copytree(bindir, os.path.join(stage, "kselftest"))
     with open(os.path.join(stage, "kselftest", "list"), "w") as fh:
@@ -177,7 +180,7 @@ def build_initramfs(bindir, tests=TESTS, slowdown=1):
             if t.vmtests and t.args:
                 raise LabError(f"{t.name}: arguments are for direct runs only")
             fh.write(f"{t.name} {t.timeout * slowdown} {t.vmtests or '-'} {t.args}\n")
-    return pack_initramfs(stage, os.path.join(KS, "initramfs.cpio.gz"), level=1)
+    return pack_initramfs(stage, os.path.join(kselftest_dir(), "initramfs.cpio.gz"), level=1)
 
 
 def qemu_cmd(image, initrd, swap, memory_mb, append):
@@ -197,11 +200,11 @@ def qemu_cmd(image, initrd, swap, memory_mb, append):
 def boot(image, initrd, memory_mb, append, timeout, logname, console=CONSOLE):
     """Boot the guest, stream its console, and collect what it reports
     (console: how to read it; kbench.py adds its benchmarks' lines)."""
-    swap = os.path.join(KS, "swap.img")
-    mkdirs(KS)
+    swap = os.path.join(kselftest_dir(), "swap.img")
+    mkdirs(kselftest_dir())
     with open(swap, "wb") as fh:
         fh.truncate(SWAP_MB << 20)
-    log = os.path.join(LOGS, logname)
+    log = os.path.join(logs_dir(), logname)
     step(f"kselftest: booting {os.path.basename(image)} ({memory_mb} MiB, 2 NUMA nodes, "
          f"watchdog {timeout}s; console in {os.path.relpath(log, ROOT)})")
     return boot_qemu(qemu_cmd(image, initrd, swap, memory_mb, append), log, timeout, console)
@@ -281,10 +284,10 @@ def run(flavour="patched", debug=False, timeout=None, plain=False):
 
 
 # What a run shares with any other: the test binaries, the initramfs and the
-# swap disk in KS.  A second run at the same time would overwrite them under
+# swap disk in kselftest_dir().  A second run at the same time would overwrite them under
 # the first one's guest.
 def lock():
-    return dir_lock(KS, "tools/lab kselftest run")
+    return dir_lock(kselftest_dir(), "tools/lab kselftest run")
 
 
 def _run(flavour, debug, timeout, plain):

@@ -30,7 +30,7 @@ import statistics
 import tarfile
 import time
 
-from ..common import BUILD, LabError, require_root, step
+from ..common import LabError, build_dir, require_root, step
 from ..bench.benchkit import check_args, command_line, publish, republish
 from ..bench.benchscale import BOOT_TUNINGS, LAYOUTS, MIXES, RECORDS, SETTLE, check_tunings
 from ..bench import benchstats
@@ -102,7 +102,7 @@ def one_boot(cpus, mixes, reps, seconds, balancing, tcg, kernel_path, tunings=("
          f"tuning {', '.join(tunings)}, NUMA balancing {balancing}: about {math.ceil(measure_s / 60)} min of windows "
          f"(watchdog {timeout} s)")
     t0 = time.monotonic()
-    disk = os.path.join(BUILD, "bench", f"scale-{cpus}-records.tar")
+    disk = os.path.join(build_dir(), "bench", f"scale-{cpus}-records.tar")
     os.makedirs(os.path.dirname(disk), exist_ok=True)
     with host_lock():
         out = boot(VARIANT, timeout=timeout, tests=["idle_steal_trace"], kernel="ours",
@@ -143,7 +143,7 @@ def run_bench(mixes=None, reps=6, seconds=10, balancing="both", tcg="single",
     mixes = check_args(mixes, {m: v for m, v in MIXES.items() if m != "smoke" or smoke},
                        reps, seconds)
     tunings = check_tunings(tunings)
-    outdir = outdir or os.path.join(BUILD, "bench", "scale-smoke" if smoke else "scale")
+    outdir = outdir or os.path.join(build_dir(), "bench", "scale-smoke" if smoke else "scale")
     if not smoke:
         build()             # the image carries the benchmark's code
     results = {"command": command, "machine": machine_info(), "seconds": seconds,
@@ -211,7 +211,7 @@ def plot(results, outdir):
 
 def command(args):
     if args.replot:
-        republish("scale", args.out or os.path.join(BUILD, "bench", "scale"), markdown, plot)
+        republish("scale", args.out or os.path.join(build_dir(), "bench", "scale"), markdown, plot)
         return 0
     if args.smoke:
         if args.mix or args.reps or args.seconds or args.tuning:

@@ -30,7 +30,7 @@ from .qemuboot import Console, parse
 from .qemuboot import boot as boot_qemu
 from . import testhostrelease
 from .testhostimage import build, built_kernel_image, integration_tests, kernel_image
-from .testhostrelease import DEFAULT, TH
+from .testhostrelease import DEFAULT, testhost_dir
 
 # What tools/lab test runs inside the test host, on every variant: the
 # libvirt integration tests.  The analyser's tests (unsteal_*) and the
@@ -242,7 +242,7 @@ def _judge(variant, out, rel):
 
 
 def host_lock():
-    return dir_lock(TH, "tools/lab testhost")
+    return dir_lock(testhost_dir(), "tools/lab testhost")
 
 
 def test_build():

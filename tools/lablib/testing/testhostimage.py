@@ -28,11 +28,11 @@ import shlex
 import shutil
 import time
 
-from ..common import LabError, ROOT, mkdirs, run, step
+from ..common import LabError, ROOT, logs_dir, mkdirs, run, step
 from ..lab import guest
 from ..stack import stacks
 from ..package.chroot import Root, no_services, rmtree, unpack
-from .testhostrelease import DEFAULT, LOGS
+from .testhostrelease import DEFAULT
 from .testhostroot import (IN, IN_BUILD, IN_STOCK_PREFIX, LIBVIRT_FROM, base_tarball,
                            build_in_root, check_stock, in_prefix, package_debs,
                            runtime_tarball, write_file)
@@ -91,7 +91,7 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT
     dst = r + IN_BUILD
     mkdirs(dst, r + IN_BUILD + "/unsteal-build/src", r + IN_BUILD + "/bench",
            r + IN_BUILD + "/images")
-    for image in ("spin-boot.img", os.path.basename(guest.BALLOON)):
+    for image in (guest.SPIN_BOOT_NAME, guest.BALLOON_NAME):
         shutil.copy2(buildroot + IN_BUILD + "/images/" + image, r + IN_BUILD + "/images/" + image)
     if libvirt_from == "tree":
         run(["cp", "-a", buildroot + in_prefix(rel), r + in_prefix(rel)])
@@ -216,7 +216,7 @@ def build(libvirt_from="tree", rel=DEFAULT, stock=False):
     if stock:
         check_stock(rel, libvirt_from)
     step(f"testhost: the image of {rel.describe()}")
-    mkdirs(rel.dir, LOGS)
+    mkdirs(rel.dir, logs_dir())
     debs = package_debs(rel.stack.dir) if libvirt_from == "packages" else None
     if rel.unsteal_deb:
         unsteal_deb = _unsteal_deb()
@@ -255,7 +255,7 @@ def built_kernel_image():
     """The lab kernel as last built, built only when there is none: what the
     rows of tools/lab test boot, after test_build built it."""
     from ..build import kernel
-    path = os.path.join(kernel.IMAGES, "bzImage-" + kernel.flavour_name(True, False,
-                                                                        KERNEL_EXTRA))
+    path = os.path.join(kernel.images_dir(),
+                        "bzImage-" + kernel.flavour_name(True, False, KERNEL_EXTRA))
     return path if os.path.exists(path) else kernel_image()
 

@@ -12,12 +12,19 @@ name (_build/testhost-debian-12, _build/logs/testhost-debian-12-*.log).
 
 import os
 
-from ..common import BUILD, CACHE, LabError
+from ..common import LabError, build_dir, cache_dir, logs_dir
 from ..stack import stacks
 
-TH = os.path.join(BUILD, "testhost")
-THCACHE = os.path.join(CACHE, "testhost")
-LOGS = os.path.join(BUILD, "logs")
+
+
+def testhost_dir():
+    """The default release's files (another release's: Release.dir)."""
+    return os.path.join(build_dir(), "testhost")
+
+
+def testhost_cache_dir():
+    """The test host's cached roots."""
+    return os.path.join(cache_dir(), "testhost")
 
 
 class Release:
@@ -42,7 +49,7 @@ class Release:
 
     @property
     def dir(self):
-        return TH if self.default else f"{TH}-{self.name}"
+        return testhost_dir() if self.default else f"{testhost_dir()}-{self.name}"
 
     @property
     def buildroot(self):
@@ -67,7 +74,7 @@ class Release:
     def log(self, what):
         """_build/logs/testhost-WHAT.log, with the release's name unless it
         is the default one."""
-        return os.path.join(LOGS, "testhost-" + ("" if self.default else self.name + "-")
+        return os.path.join(logs_dir(), "testhost-" + ("" if self.default else self.name + "-")
                             + what + ".log")
 
     def describe(self):

@@ -29,11 +29,11 @@ import shlex
 import shutil
 import subprocess
 
-from ..common import LabError, ROOT, mkdirs, run, step
+from ..common import LabError, ROOT, logs_dir, mkdirs, run, step
 from ..lab import guest
 from ..package import chroot
 from ..stack import sources
-from .testhostrelease import DEFAULT, LOGS, THCACHE
+from .testhostrelease import DEFAULT, testhost_cache_dir
 
 # Where things live inside the test host (and the build root): the lab's own
 # layout, so that tools/lablib and the tests run there unchanged.
@@ -180,9 +180,9 @@ def _cached_root(rel, name, parent, packages, key, debs=None):
                 + after + "\napt-get clean && rm -rf /var/lib/apt/lists/*", log=log)
         os.unlink(prc)
 
-    mkdirs(LOGS)
-    return chroot.cached_root(os.path.join(THCACHE, f"{name}-{rel.suite}-{key}.tar.zst"),
-                              make)
+    mkdirs(logs_dir())
+    return chroot.cached_root(
+        os.path.join(testhost_cache_dir(), f"{name}-{rel.suite}-{key}.tar.zst"), make)
 
 
 def base_tarball(rel=DEFAULT):
@@ -279,7 +279,7 @@ def build_in_root(libvirt_from="tree", rel=DEFAULT, stock=False):
               f"/tmp/spin-boot.o\n"
               + "".join(shlex.join(argv) + "\n" for argv in guest.balloon_build_commands(
                   f"{IN}/repo/tools/testhost/balloon-guest.c",
-                  f"{IN_BUILD}/images/{os.path.basename(guest.BALLOON)}")) +
+                  f"{IN_BUILD}/images/{guest.BALLOON_NAME}")) +
               f"gcc -O2 -Wall -Wextra -pthread -o {IN_BUILD}/bench/vcpu-spin "
               f"{IN}/repo/tools/bench/vcpu-spin.c\n")
     step("testhost: building unsteal, the benchmark spinner and the guest images inside "
