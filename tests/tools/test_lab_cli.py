@@ -205,7 +205,7 @@ for line in ("bench control --seconds 5", "bench wakers --replot", "bench sched 
        f"'tools/lab {line}': an option the benchmark does not read is refused", err)
 for line, want_args in (
         ("bench scale --smoke", {"what": "scale", "smoke": True, "numa_balancing": "both",
-                                 "tcg": "single", "in_guest": False, "replot": False}),
+                                 "tcg": None, "in_guest": False, "replot": False}),
         ("bench scale --in-guest --mix smoke --tuning none --reps 1 --seconds 2 "
          "--numa-balancing off", {"in_guest": True, "mix": ["smoke"], "tuning": ["none"],
                                   "reps": 1, "seconds": 2, "numa_balancing": "off"}),

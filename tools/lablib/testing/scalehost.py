@@ -187,12 +187,33 @@ def check_smoke(results):
         raise LabError("bench scale smoke: " + "; ".join(bad))
 
 
-def smoke(balancing="both", tcg="single", outdir=None,
+def accepted(results):
+    """(windows whose trace agreed with the kernel, windows measured)."""
+    windows = [w for mix in results["mixes"] for rep in mix["reps"]
+               for w in (rep.get(lay) for lay in LAYOUTS) if w is not None]
+    return sum(1 for w in windows if not w.get("refused")), len(windows)
+
+
+# The smoke run's TCG: one thread per vCPU.  With one thread for all four
+# vCPUs the trace and schedstat disagreed in nearly every window (three
+# runs: 17 of 18 refused, up to 0.50 of the window apart, mostly the
+# thread that sleeps and wakes), most likely a vCPU stopped between the
+# kernel's clock read and the tracepoint's stamp; with one thread per
+# vCPU, 1 of 18 was refused, 0.022 apart against a bound of 0.021
+# (docs/results/2026-11-29-scale-smoke-tcg.md).
+SMOKE_TCG = "multi"
+
+
+def smoke(balancing="both", tcg=None, outdir=None,
           command="tools/lab bench scale --smoke"):
-    """The smoke run, checked (check_smoke); its results."""
-    results = run_bench(balancing=balancing, tcg=tcg, outdir=outdir, command=command,
-                        smoke=True, **SMOKE)
+    """The smoke run, checked (check_smoke); its results.  How many windows
+    the trace check accepted is reported, not judged: a refusal is a
+    measurement that could not be trusted, not a breakage."""
+    results = run_bench(balancing=balancing, tcg=tcg or SMOKE_TCG, outdir=outdir,
+                        command=command, smoke=True, **SMOKE)
     check_smoke(results)
+    ok, n = accepted(results)
+    step(f"bench scale smoke: {ok} of {n} windows accepted (the trace agreed with schedstat)")
     return results
 
 
@@ -219,7 +240,8 @@ def command(args):
         smoke(args.numa_balancing, args.tcg, args.out, command_line())
         return 0
     kw = {k: v for k, v in (("reps", args.reps), ("seconds", args.seconds)) if v is not None}
-    run_bench(mixes=args.mix, balancing=args.numa_balancing, tcg=args.tcg, outdir=args.out,
+    run_bench(mixes=args.mix, balancing=args.numa_balancing, tcg=args.tcg or "single",
+              outdir=args.out,
               command=command_line(), tunings=args.tuning, **kw)
     return 0
 
