@@ -34,6 +34,12 @@ def logs_dir():
     return os.path.join(build_dir(), "logs")
 
 
+def images_dir():
+    """Where built images go: the lab kernels' bzImages (build/kernel.py) and
+    the guests' initramfs, spin boot sector and balloon guest (lab/guest.py)."""
+    return os.path.join(build_dir(), "images")
+
+
 def sources_dir():
     """The downloaded sources, in the cache."""
     return config.get().sources

@@ -6,15 +6,10 @@ import os
 import re
 import shutil
 
-from ..common import LabError, ROOT, build_dir, logs_dir, mkdirs, run, step
+from ..common import LabError, ROOT, build_dir, images_dir, logs_dir, mkdirs, run, step
 from ..stack import stacks
 
 CONFIG_DIR = os.path.join(ROOT, "kernel-patches", "config")
-
-
-def images_dir():
-    """Where the built bzImages are (and lab/guest.py's images)."""
-    return os.path.join(build_dir(), "images")
 
 
 def _fragments(debug, extra=()):

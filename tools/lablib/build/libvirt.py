@@ -163,15 +163,14 @@ def build_stock():
     patched build.  Nothing runs its test suite, so its test programs are
     not built (138 of the 551 compile units of 11.3.0, and their links).
     """
-    src = stock_tree()
-    configure(src, stock_builddir(), stock_prefix(), logpath("libvirt-stock", "meson-setup"),
-              tests=False)
-    step("libvirt: building stock libvirt (log in _build/logs/libvirt-stock-build.log)")
-    run(["ninja", "-C", stock_builddir()], env=meson_env(),
-        log=os.path.join(logs_dir(), "libvirt-stock-build.log"))
-    run(["meson", "install", "-C", stock_builddir(), "--no-rebuild", "--quiet"],
-        env=meson_env(), log=os.path.join(logs_dir(), "libvirt-stock-install.log"))
-    return stock_prefix()
+    src, bdir, pfx = stock_tree(), stock_builddir(), stock_prefix()
+    configure(src, bdir, pfx, logpath("libvirt-stock", "meson-setup"), tests=False)
+    log = logpath("libvirt-stock", "build")
+    step(f"libvirt: building stock libvirt (log in {log})")
+    run(["ninja", "-C", bdir], env=meson_env(), log=log)
+    run(["meson", "install", "-C", bdir, "--no-rebuild", "--quiet"], env=meson_env(),
+        log=logpath("libvirt-stock", "install"))
+    return pfx
 
 
 def build_tree(tree, what):

@@ -24,7 +24,7 @@ import shutil
 import time
 from xml.sax.saxutils import escape
 
-from ..common import ROOT, LabError, build_dir, mkdirs, run, step
+from ..common import ROOT, LabError, build_dir, images_dir, mkdirs, run, step
 from .. import config
 from . import daemon
 
@@ -35,12 +35,6 @@ BUSYBOX = "/bin/busybox"
 PROGRAMS = os.path.join(ROOT, "tools", "guest")
 PREAMBLE = os.path.join(PROGRAMS, "preamble.sh")
 INIT = os.path.join(PROGRAMS, "init.sh")
-
-
-def images_dir():
-    """Where the guests' images are built: the initramfs, the spin boot
-    sector and the balloon guest (build/kernel.py's bzImages too)."""
-    return os.path.join(build_dir(), "images")
 
 
 def initramfs_path():

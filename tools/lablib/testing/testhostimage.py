@@ -28,7 +28,7 @@ import shlex
 import shutil
 import time
 
-from ..common import LabError, ROOT, logs_dir, mkdirs, run, step
+from ..common import LabError, ROOT, images_dir, logs_dir, mkdirs, run, step
 from ..lab import guest
 from ..stack import stacks
 from ..package.chroot import Root, no_services, rmtree, unpack
@@ -255,7 +255,7 @@ def built_kernel_image():
     """The lab kernel as last built, built only when there is none: what the
     rows of tools/lab test boot, after test_build built it."""
     from ..build import kernel
-    path = os.path.join(kernel.images_dir(),
+    path = os.path.join(images_dir(),
                         "bzImage-" + kernel.flavour_name(True, False, KERNEL_EXTRA))
     return path if os.path.exists(path) else kernel_image()
 
