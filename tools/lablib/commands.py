@@ -519,7 +519,7 @@ def bench_parsers(bench, command, mixed_actions, scale_tunings):
                                               if k != "none"))
     p.add_argument("--tcg", choices=["single", "multi"],
                    help="QEMU's TCG threads, one for all vCPUs or one per vCPU (default: "
-                        "single for the benchmark, multi for --smoke)")
+                        "single)")
     p.add_argument("--smoke", action="store_true",
                    help="the quick run of tools/lab test: 4 CPUs, the smoke mix, one 2-s "
                         "window per layout, the image as built (into _build/bench/scale-smoke)")

@@ -194,14 +194,14 @@ def accepted(results):
     return sum(1 for w in windows if not w.get("refused")), len(windows)
 
 
-# The smoke run's TCG: one thread per vCPU.  With one thread for all four
-# vCPUs the trace and schedstat disagreed in nearly every window (three
-# runs: 17 of 18 refused, up to 0.50 of the window apart, mostly the
-# thread that sleeps and wakes), most likely a vCPU stopped between the
-# kernel's clock read and the tracepoint's stamp; with one thread per
-# vCPU, 1 of 18 was refused, 0.022 apart against a bound of 0.021
+# The smoke run's TCG: one thread for all vCPUs.  There the trace and
+# schedstat disagree in nearly every window (three runs: 17 of 18
+# refused), so the smoke run's windows are refused, which it reports; with
+# one thread per vCPU they agreed (2 of 24 refused), but one boot of five
+# ended in an Oops (int3 in ttwu_do_activate, as the tracepoints were
+# patched in), so the gate does not boot that way
 # (docs/results/2026-11-29-scale-smoke-tcg.md).
-SMOKE_TCG = "multi"
+SMOKE_TCG = "single"
 
 
 def smoke(balancing="both", tcg=None, outdir=None,
