@@ -187,7 +187,7 @@ def _wait_socket(proc, timeout=None):
                    f"{build_dir()}/logs/{lb.daemon}.stderr")
 
 
-def _spawn(name, args):
+def _spawn(name, args, extra_env=None):
     lb = lab()
     bin_ = os.path.join(lb.prefix, "sbin", name)
     if not os.path.exists(bin_):
@@ -195,7 +195,8 @@ def _spawn(name, args):
                        f"{stacks.lab_libvirt().key} first")
     pidfile = os.path.join(lb.dir, f"{name}.pid")
     with open(os.path.join(logs_dir(), f"{name}.stderr"), "a") as err:
-        p = subprocess.Popen([bin_, "-p", pidfile] + args, env=_full_env(),
+        p = subprocess.Popen([bin_, "-p", pidfile] + args,
+                             env={**_full_env(), **(extra_env or {})},
                              stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                              start_new_session=True)
     # Not daemonised (no -d): the PID we started is the daemon's own.
@@ -213,8 +214,10 @@ def _other_stack_running():
     return None
 
 
-def start(vcpu_cgroup=None, quiet=False, extra=None):
-    """(Re)start the lab daemons; extra: more qemu.conf lines {key: raw value}."""
+def start(vcpu_cgroup=None, quiet=False, extra=None, daemon_env=None):
+    """(Re)start the lab daemons; extra: more qemu.conf lines {key: raw value};
+    daemon_env: more environment for the QEMU daemon alone (virtlogd keeps
+    running as it is)."""
     require_root("tools/lab start")
     other = _other_stack_running()
     if other:
@@ -239,7 +242,7 @@ def start(vcpu_cgroup=None, quiet=False, extra=None):
         step(f"lab: restarting {lb.daemon} (pid {old}) with the new qemu.conf")
         terminate(old, lb.daemon)
     step(f"lab: starting {lb.daemon}" + (f" (vcpu_cgroup={vcpu_cgroup})" if vcpu_cgroup else ""))
-    proc = _spawn(lb.daemon, ["-f", conf])
+    proc = _spawn(lb.daemon, ["-f", conf], daemon_env)
     pid = proc.pid
     _wait_socket(proc)
     if not quiet:

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * cgroupfault.c: a fault injector for the lab daemon (LD_PRELOAD).
+ *
+ * An open(2) for writing of a file below /sys/fs/cgroup/ whose path contains
+ * the text in the file named by $UNSTEAL_CGROUP_FAULT fails with EIO.  The
+ * test writes that text while the daemon runs, and empties the file to stop
+ * the faults.  Everything else goes to the C library untouched.
+ *
+ * Built by tests/integration/test_vcpu_cgroup_faults.py:
+ *   gcc -shared -fPIC -O2 -o cgroupfault.so cgroupfault.c -ldl
+ */
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define CGROUP_ROOT "/sys/fs/cgroup/"
+
+static int
+faulty(const char *path, int flags)
+{
+    const char *ctl = getenv("UNSTEAL_CGROUP_FAULT");
+    char text[1024];
+    ssize_t n;
+    long fd;
+
+    if (!ctl || !path || (flags & O_ACCMODE) == O_RDONLY ||
+        strncmp(path, CGROUP_ROOT, strlen(CGROUP_ROOT)) != 0)
+        return 0;
+
+    /* the raw system call: open() here would call ourselves */
+    fd = syscall(SYS_openat, AT_FDCWD, ctl, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    text[strcspn(text, "\n")] = '\0';
+
+    return text[0] != '\0' && strstr(path, text) != NULL;
+}
+
+
+static int
+mode_of(int flags, va_list ap)
+{
+    if (flags & (O_CREAT | O_TMPFILE))
+        return va_arg(ap, int);
+    return 0;
+}
+
+
+int
+open(const char *path, int flags, ...)
+{
+    static int (*real)(const char *, int, ...);
+    va_list ap;
+    int mode;
+
+    va_start(ap, flags);
+    mode = mode_of(flags, ap);
+    va_end(ap);
+
+    if (faulty(path, flags)) {
+        errno = EIO;
+        return -1;
+    }
+    if (!real)
+        real = dlsym(RTLD_NEXT, "open");
+    return real(path, flags, mode);
+}
+
+
+int
+open64(const char *path, int flags, ...)
+{
+    static int (*real)(const char *, int, ...);
+    va_list ap;
+    int mode;
+
+    va_start(ap, flags);
+    mode = mode_of(flags, ap);
+    va_end(ap);
+
+    if (faulty(path, flags)) {
+        errno = EIO;
+        return -1;
+    }
+    if (!real)
+        real = dlsym(RTLD_NEXT, "open64");
+    return real(path, flags, mode);
+}

@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""vcpu_cgroup = "per-host" when a cgroup write fails, with the real daemon.
+
+The daemon runs with tests/integration/cgroupfault.c preloaded, which makes
+an open for writing of a cgroup file fail with EIO while the test names the
+file.  A vCPU hotplug that QEMU completed is not an error because the
+per-host group's weight cannot be written: the vCPU is placed, the failure
+is logged, and the next change of weights writes the weight that counts
+the new vCPU.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+import labtest
+import vcpucg
+from labtest import daemon, guest
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cgroupfault.c")
+LOG = os.path.join(labtest.common.logs_dir(), "virtqemud.log")
+WEIGHT_FILE = "cpu.weight" if vcpucg.V2 else "cpu.shares"
+PER_VCPU = int(vcpucg.DEFAULT_SHARES)
+
+
+def build_injector(where):
+    so = os.path.join(where, "cgroupfault.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
+                    "-o", so, SRC, "-ldl"], check=True, capture_output=True, text=True)
+    return so
+
+
+def shared_weight():
+    return int(labtest.cgroup_value("cpu", vcpucg.SHARED, WEIGHT_FILE))
+
+
+def warnings_since(since):
+    with open(LOG, errors="replace") as fh:
+        fh.seek(since)
+        return re.findall(r": warning : \w+:\d+ : (.*)", fh.read())
+
+
+def main(t):
+    if vcpucg.MACHINED:
+        labtest.skip_all("with systemd-machined the partition's weight is set over D-Bus, "
+                         "which the injector does not reach")
+    if not shutil.which("gcc"):
+        labtest.skip_all("no gcc to build the fault injector (cgroupfault.c)")
+    daemon.stop()
+    where = daemon.lab().dir
+    os.makedirs(where, exist_ok=True)
+    so = build_injector(where)
+    ctl = os.path.join(where, "cgroupfault.ctl")
+    open(ctl, "w").close()
+    daemon.start(vcpu_cgroup="per-host", quiet=True,
+                 daemon_env={"LD_PRELOAD": so, "UNSTEAL_CGROUP_FAULT": ctl})
+
+    a = guest.create("vf-a", vcpus=1, workload="idle", max_vcpus=2)
+    t.ok(vcpucg.all_shared(a), "a default domain's vCPU is in the shared group",
+         vcpucg.placement_report(a))
+    t.eq(shared_weight(), PER_VCPU, "the shared group weighs one vCPU")
+
+    since = os.path.getsize(LOG) if os.path.exists(LOG) else 0
+    with open(ctl, "w") as fh:
+        fh.write(f"{os.path.basename(vcpucg.SHARED)}/{WEIGHT_FILE}")
+    try:
+        p = daemon.virsh(["setvcpus", a, "2", "--live"], check=False, capture=True)
+    finally:
+        open(ctl, "w").close()
+    t.ok(p.returncode == 0,
+         "a vCPU hotplug that completed succeeds though the shared group's weight "
+         "cannot be written", p.stderr)
+    t.eq(len(guest.vcpu_tids(a)), 2, "QEMU has a thread for the new vCPU")
+    t.ok(vcpucg.all_shared(a), "the new vCPU is in the shared group",
+         vcpucg.placement_report(a))
+    t.eq(shared_weight(), PER_VCPU, "the injected fault kept the old weight")
+    logged = [w for w in warnings_since(since) if "Unable to weigh the vCPUs" in w]
+    t.ok(logged, "the daemon logs the weight it could not write",
+         "\n".join(warnings_since(since)[-5:]))
+
+    b = guest.create("vf-b", vcpus=1, workload="idle")
+    t.eq(shared_weight(), 3 * PER_VCPU,
+         "the next change of weights counts the hot-plugged vCPU (three vCPUs)")
+    daemon.virsh(["destroy", b], capture=True)
+    daemon.virsh(["destroy", a], capture=True)
+
+
+labtest.run(main)
