@@ -7,6 +7,7 @@ what it believes it did.  Every test stops the lab (destroying its guests and
 removing its cgroups) when it ends, whether it passed or not.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -22,12 +23,41 @@ from lablib import config  # noqa: E402
 CONFIG = config.load()
 
 from lablib import common  # noqa: E402,F401
-from lablib.lab import cgroupfs, daemon, guest, measure  # noqa: E402,F401
+from lablib.lab import cgroupfs, measure  # noqa: E402,F401
+from lablib.lab import daemon as lab_daemon, guest as lab_guest  # noqa: E402
 from lablib.stack import stacks  # noqa: E402,F401
 from lablib.common import LabError  # noqa: E402,F401
 
 # stdout is TAP; the lab's progress lines go to stderr.
 common.PROGRESS = sys.stderr
+
+# Which host the tests run on is said here, once, and passed to the lab:
+# the test host's runner sets UNSTEAL_TESTHOST=1 (config.testhost).  There
+# guests boot no OS and the daemon gets longer to answer (nested TCG).
+GUEST_HOST = lab_guest.TEST_HOST if CONFIG.testhost else lab_guest.DEVELOPMENT_HOST
+DAEMON_TIMEOUT = 600 if CONFIG.testhost else lab_daemon.START_TIMEOUT
+
+
+class _Bound:
+    """A lab module whose named functions get keyword arguments bound, so
+    that a test calls guest.create(...) or daemon.start(...) the same way on
+    either host."""
+
+    def __init__(self, module, **bound):
+        self._module = module
+        self._bound = bound
+
+    def __getattr__(self, name):
+        attr = getattr(self._module, name)
+        if name in self._bound:
+            return functools.partial(attr, **self._bound[name])
+        return attr
+
+
+guest = _Bound(lab_guest, **{name: {"host": GUEST_HOST} for name in
+                             ("create", "domain_xml", "wait_console", "spin_image",
+                              "balloon_image")})
+daemon = _Bound(lab_daemon, start={"timeout": DAEMON_TIMEOUT})
 from lablib.build.libvirt import lab_prefix  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

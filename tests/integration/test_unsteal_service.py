@@ -113,7 +113,7 @@ def main(t):
          "back with the default, it serves the guest again")
 
 
-if not os.environ.get("UNSTEAL_TESTHOST") or not os.path.exists("/run/systemd/system") \
+if not labtest.CONFIG.testhost or not os.path.exists("/run/systemd/system") \
         or not os.path.exists(f"/usr/lib/systemd/system/{UNIT}"):
     labtest.skip_all("needs the test host with systemd and the unsteal package "
                      "(tools/lab testhost --variant v2-systemd)")

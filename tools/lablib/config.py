@@ -21,7 +21,8 @@ interface that tests/meson.build and the test host's runner set
   UNSTEAL_LIBVIRT_PREFIX  run the libvirt installed there instead of that
                           stack's build (the test host sets / for Debian's
                           packages)
-  UNSTEAL_TESTHOST=1      we run inside the test host (tools/lab testhost)
+  UNSTEAL_TESTHOST=1      the tests run inside the test host (tools/lab
+                          testhost); read by tests/integration/labtest.py
   UNSTEAL_TESTHOST_LANES  how many test host rows tools/lab test boots at
                           once (testhost.lanes(), which checks it; default:
                           two, one on a 1-CPU host)

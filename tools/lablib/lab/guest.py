@@ -22,10 +22,10 @@ Two more workloads boot no Linux:
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 from ..common import ROOT, LabError, build_dir, images_dir, mkdirs, run, step
-from .. import config
 from . import daemon
 
 BUSYBOX = "/bin/busybox"
@@ -41,20 +41,32 @@ def initramfs_path():
     return os.path.join(images_dir(), "guest-initramfs.cpio.gz")
 
 
-# Inside the test host (tools/lab testhost, docs/testhost.md; UNSTEAL_TESTHOST=1,
-# config.get().testhost) a guest boots no OS: a nested TCG guest would take
-# minutes to boot its kernel, and the placement tests only need the vCPU
-# threads, which exist as soon as QEMU runs.  'busy' and 'mixed' guests boot
-# tools/testhost/spin-boot.S, which spins on every vCPU ('mixed' spins
-# everywhere too); 'idle' guests have no boot device and halt in the
-# firmware.  A guest counts as ready once QEMU has all its vCPU threads.
+# Inside the test host (tools/lab testhost, docs/testhost.md) a guest boots
+# no OS: a nested TCG guest would take minutes to boot its kernel, and the
+# placement tests only need the vCPU threads, which exist as soon as QEMU
+# runs.  'busy' and 'mixed' guests boot tools/testhost/spin-boot.S, which
+# spins on every vCPU ('mixed' spins everywhere too); 'idle' guests have no
+# boot device and halt in the firmware.  A guest counts as ready once QEMU
+# has all its vCPU threads.  The caller says which host it is (GuestHost):
+# this module does not look at the environment.
 SPIN_BOOT_NAME = "spin-boot.img"
 SPIN_SRC = os.path.join(ROOT, "tools", "testhost", "spin-boot.S")
 BALLOON_NAME = "balloon-guest.elf"
 BALLOON_SRC = os.path.join(ROOT, "tools", "testhost", "balloon-guest.c")
 WORKLOADS = ("busy", "idle", "mixed", "spin", "balloon")
 READY = "unsteal-guest: ready"
-_WORKLOADS = {}     # test host: domain name -> workload, for the readiness check
+_WORKLOADS = {}     # domain name -> workload, for the readiness check
+
+
+@dataclass(frozen=True)
+class GuestHost:
+    """What the host the lab's guests run on gives them."""
+    boots_os: bool = True           # False: guests boot no OS (above)
+    images_prebuilt: bool = False   # the spin and balloon images come with the host
+
+
+DEVELOPMENT_HOST = GuestHost()
+TEST_HOST = GuestHost(boots_os=False, images_prebuilt=True)
 
 
 def spin_boot_path():
@@ -135,11 +147,11 @@ def parse_cputune(spec):
     return out
 
 
-def spin_image():
-    """The spin boot sector; on the host it is assembled here (the test host
-    has it built in its build root)."""
+def spin_image(host=DEVELOPMENT_HOST):
+    """The spin boot sector; on the development host it is assembled here
+    (the test host has it built in its build root)."""
     spin_boot = spin_boot_path()
-    if config.get().testhost:
+    if host.images_prebuilt:
         return spin_boot
     if (not os.path.exists(spin_boot)
             or os.path.getmtime(spin_boot) < os.path.getmtime(SPIN_SRC)):
@@ -167,11 +179,11 @@ def balloon_build_commands(src, out):
             ["rm", "-f", obj]]
 
 
-def balloon_image():
-    """The balloon guest's kernel; on the host it is built here (the test
-    host has it built in its build root)."""
+def balloon_image(host=DEVELOPMENT_HOST):
+    """The balloon guest's kernel; on the development host it is built here
+    (the test host has it built in its build root)."""
     balloon = balloon_path()
-    if config.get().testhost:
+    if host.images_prebuilt:
         return balloon
     if not os.path.exists(balloon) or os.path.getmtime(balloon) < os.path.getmtime(BALLOON_SRC):
         mkdirs(images_dir())
@@ -181,12 +193,18 @@ def balloon_image():
     return balloon
 
 
-def _boots_spin(workload):
-    return workload == "spin" or (config.get().testhost and workload in ("busy", "mixed"))
+def _boots_spin(workload, host):
+    return workload == "spin" or (not host.boots_os and workload in ("busy", "mixed"))
+
+
+def _ready_by_threads(workload, host):
+    """Whether a guest counts as ready once QEMU has its vCPU threads,
+    with no line on its console."""
+    return workload == "spin" or (not host.boots_os and workload != "balloon")
 
 
 def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
-               kernel=None):
+               kernel=None, host=DEVELOPMENT_HOST):
     tune = "".join(f"<{k}>{v}</{k}>" for k, v in (cputune or {}).items())
     vcpu = (f"<vcpu placement='static' current='{vcpus}'>{max_vcpus}</vcpu>"
             if max_vcpus and max_vcpus > vcpus else f"<vcpu placement='static'>{vcpus}</vcpu>")
@@ -196,14 +214,14 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
     _WORKLOADS[name] = workload
     balloon = "<memballoon model='none'/>"
     if workload == "balloon":
-        boot = f"<kernel>{escape(balloon_image())}</kernel>"
+        boot = f"<kernel>{escape(balloon_image(host))}</kernel>"
         balloon = "<memballoon model='virtio'/>"
-    elif config.get().testhost or workload == "spin":
+    elif not host.boots_os or workload == "spin":
         boot = "<boot dev='hd'/>"
-        if _boots_spin(workload):
+        if _boots_spin(workload, host):
             img = os.path.join(daemon.lab().dir, f"{name}-spin.img")
             mkdirs(daemon.lab().dir)
-            shutil.copyfile(spin_image(), img)
+            shutil.copyfile(spin_image(host), img)
             disk = (f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
                     f"<source file='{escape(img)}'/><target dev='hda' bus='ide'/></disk>")
     else:
@@ -241,10 +259,10 @@ def domain_xml(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpu
 
 
 def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=None,
-           persistent=False, wait_ready=True):
+           persistent=False, wait_ready=True, host=DEVELOPMENT_HOST):
     """Start a lab guest (transient unless persistent) and wait for its init to run."""
     name = lab_name(name)
-    xml = domain_xml(name, vcpus, workload, memory, cputune, max_vcpus)
+    xml = domain_xml(name, vcpus, workload, memory, cputune, max_vcpus, host=host)
     path = os.path.join(daemon.lab().dir, f"{name}.xml")
     mkdirs(daemon.lab().dir)
     with open(path, "w") as fh:
@@ -257,14 +275,13 @@ def create(name, vcpus=1, workload="busy", memory=96, cputune=None, max_vcpus=No
     else:
         daemon.virsh(["create", path], capture=True)
     if wait_ready:
-        wait_console(name, READY)
+        wait_console(name, READY, host=host)
     return name
 
 
-def wait_console(name, text, timeout=120):
+def wait_console(name, text, timeout=120, host=DEVELOPMENT_HOST):
     t0 = time.monotonic()
-    if (_WORKLOADS.get(name) == "spin"
-            or (config.get().testhost and _WORKLOADS.get(name) != "balloon")) and text == READY:
+    if text == READY and _ready_by_threads(_WORKLOADS.get(name), host):
         return _wait_vcpu_threads(name, timeout)
     path = console_path(name)
     while time.monotonic() - t0 < timeout:

@@ -7,8 +7,9 @@ port; testhostimage.py, from the cached roots of testhostroot.py).  'boot --vari
 (lab.config) or Debian's under QEMU TCG, on a fresh copy-on-write overlay.
 Each VARIANT is one row of the matrix: cgroup v1 or v2, with or without
 systemd and machined.  Inside, the runner starts the integration tests of
-tests/integration/ (the lab daemon runs in the test host, see
-UNSTEAL_TESTHOST in tools/lablib/lab/guest.py) and prints TAP, then
+tests/integration/ (the lab daemon runs in the test host; with
+UNSTEAL_TESTHOST=1 tests/integration/labtest.py passes guest.TEST_HOST to
+the lab) and prints TAP, then
 'unsteal-testhost: N passed, N failed'.  qemuboot.py streams the serial
 console, logs it to the release's log (_build/logs/testhost-VARIANT.log for
 Debian 13) and parses it into an Outcome; verdict() counts it and writes
