@@ -50,52 +50,40 @@ faulty(const char *path, int flags)
 }
 
 
+typedef int (*open_fn)(const char *, int, ...);
+
+
+/* Fails an open @faulty names, hands any other to the C library's @name */
 static int
-mode_of(int flags, va_list ap)
+forward(const char *name, open_fn *real, const char *path, int flags, int mode)
 {
-    if (flags & (O_CREAT | O_TMPFILE))
-        return va_arg(ap, int);
-    return 0;
-}
-
-
-int
-open(const char *path, int flags, ...)
-{
-    static int (*real)(const char *, int, ...);
-    va_list ap;
-    int mode;
-
-    va_start(ap, flags);
-    mode = mode_of(flags, ap);
-    va_end(ap);
-
     if (faulty(path, flags)) {
         errno = EIO;
         return -1;
     }
-    if (!real)
-        real = dlsym(RTLD_NEXT, "open");
-    return real(path, flags, mode);
+    if (!*real)
+        *real = (open_fn) dlsym(RTLD_NEXT, name);
+    return (*real)(path, flags, mode);
 }
 
 
-int
-open64(const char *path, int flags, ...)
-{
-    static int (*real)(const char *, int, ...);
-    va_list ap;
-    int mode;
-
-    va_start(ap, flags);
-    mode = mode_of(flags, ap);
-    va_end(ap);
-
-    if (faulty(path, flags)) {
-        errno = EIO;
-        return -1;
-    }
-    if (!real)
-        real = dlsym(RTLD_NEXT, "open64");
-    return real(path, flags, mode);
+/* open() and open64(): the mode argument exists only with O_CREAT or
+ * O_TMPFILE */
+#define DEFINE_OPEN(fn) \
+int \
+fn(const char *path, int flags, ...) \
+{ \
+    static open_fn real; \
+    va_list ap; \
+    int mode = 0; \
+ \
+    if (flags & (O_CREAT | O_TMPFILE)) { \
+        va_start(ap, flags); \
+        mode = va_arg(ap, int); \
+        va_end(ap); \
+    } \
+    return forward(#fn, &real, path, flags, mode); \
 }
+
+DEFINE_OPEN(open)
+DEFINE_OPEN(open64)
