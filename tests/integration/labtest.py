@@ -9,6 +9,7 @@ removing its cgroups) when it ends, whether it passed or not.
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import time
@@ -55,8 +56,7 @@ class _Bound:
 
 
 guest = _Bound(lab_guest, **{name: {"host": GUEST_HOST} for name in
-                             ("create", "domain_xml", "wait_console", "spin_image",
-                              "balloon_image")})
+                             ("create", "domain_xml", "wait_console")})
 daemon = _Bound(lab_daemon, start={"timeout": DAEMON_TIMEOUT})
 from lablib.build.libvirt import lab_prefix  # noqa: E402
 
@@ -171,6 +171,25 @@ def check_bench_cleanup(t, mount):
     t.ok(not os.path.exists(os.path.join(mount, benchsched.BENCH_GROUP)),
          "the benchmark removed its cgroup tree")
     t.eq(processes_named("vcpu-spin"), [], "no vcpu-spin process is left")
+
+
+def daemon_log_end():
+    """Where the lab daemon's log ends now, for daemon_log_messages()."""
+    path = os.path.join(common.logs_dir(), "virtqemud.log")
+    return os.path.getsize(path) if os.path.exists(path) else 0
+
+
+def daemon_log_messages(since, levels=("warning", "error")):
+    """(level, module, message) of each line the lab daemon logged at one
+    of levels after the offset since (daemon_log_end())."""
+    try:
+        with open(os.path.join(common.logs_dir(), "virtqemud.log"), errors="replace") as fh:
+            fh.seek(since)
+            text = fh.read()
+    except OSError:
+        return []
+    found = (re.search(r": (\w+) : (\w+):\d+ : (.*)", line) for line in text.splitlines())
+    return [m.groups() for m in found if m and m.group(1) in levels]
 
 
 def wait_for(cond, timeout=10):

@@ -10,7 +10,6 @@ the new vCPU.
 """
 
 import os
-import re
 import shutil
 import subprocess
 
@@ -19,7 +18,6 @@ import vcpucg
 from labtest import daemon, guest
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cgroupfault.c")
-LOG = os.path.join(labtest.common.logs_dir(), "virtqemud.log")
 WEIGHT_FILE = "cpu.weight" if vcpucg.V2 else "cpu.shares"
 PER_VCPU = int(vcpucg.DEFAULT_SHARES)
 
@@ -36,9 +34,7 @@ def shared_weight():
 
 
 def warnings_since(since):
-    with open(LOG, errors="replace") as fh:
-        fh.seek(since)
-        return re.findall(r": warning : \w+:\d+ : (.*)", fh.read())
+    return [message for _, _, message in labtest.daemon_log_messages(since, ("warning",))]
 
 
 def main(t):
@@ -61,7 +57,7 @@ def main(t):
          vcpucg.placement_report(a))
     t.eq(shared_weight(), PER_VCPU, "the shared group weighs one vCPU")
 
-    since = os.path.getsize(LOG) if os.path.exists(LOG) else 0
+    since = labtest.daemon_log_end()
     with open(ctl, "w") as fh:
         fh.write(f"{os.path.basename(vcpucg.SHARED)}/{WEIGHT_FILE}")
     try:

@@ -29,7 +29,6 @@ import labtest
 import vcpucg
 from labtest import config, daemon, guest
 
-LOG = os.path.join(labtest.common.logs_dir(), "virtqemud.log")
 DOMAINS = (("in-default", None), ("in-tuned", {"shares": "2048", "quota": "50000"}))
 # A tid list, a counter or a file that only writes: not settings
 SKIP = re.compile(r"^(tasks|cgroup\.(procs|threads|kill|events.*|stat)|cpuacct\..*"
@@ -124,23 +123,13 @@ def differences(ours, ref):
 
 
 def log_lines(since):
-    try:
-        with open(LOG, errors="replace") as fh:
-            fh.seek(since)
-            text = fh.read()
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        m = re.search(r": (warning|error) : (\w+):\d+ : (.*)", line)
-        if m:
-            out.append(_norm(f"{m.group(1)} : {m.group(2)} : {m.group(3)}"))
-    return out
+    return [_norm(f"{level} : {module} : {message}")
+            for level, module, message in labtest.daemon_log_messages(since)]
 
 
 def scenario(vcpu_cgroup):
     """The steps, each one's snapshot, and the daemon's warnings and errors."""
-    since = os.path.getsize(LOG) if os.path.exists(LOG) else 0
+    since = labtest.daemon_log_end()
     steps = {}
     daemon.stop()
     try:
