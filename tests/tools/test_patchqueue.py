@@ -23,7 +23,7 @@ ROOT = tap.ROOT
 ok = tap.ok
 
 from lablib import common  # noqa: E402
-from lablib.stack import patchqueue  # noqa: E402
+from lablib.stack import covers, patchqueue  # noqa: E402
 from lablib.common import LabError  # noqa: E402
 
 
@@ -68,6 +68,90 @@ def commit(wt, path, text, subject, body, signoff=True):
     git(wt, "commit", "-q", "-m", msg)
 
 
+COVER_HEAD = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+              "From: T <t@t.invalid>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\n")
+
+
+def postings(sha):
+    """A stack posted as two series: markers in the series file, a cover
+    letter per posting of more than one patch, each regenerated over its
+    own patches by export and checked by check."""
+    d = make_stack(sha, os.path.join(WORK, "posted-patches"), "demo-posted")
+    wt = patchqueue.ensure_worktree(d)
+    commit(wt, "hello.c", "/* fix */\n", "demo: Fix the comment",
+           "A fix that goes to the list on its own, ahead of the feature.")
+    commit(wt, "README", "feature\n", "docs: Describe the feature",
+           "The first patch of the feature, which is posted as a series.")
+    commit(wt, "hello.c", "/* feature */\n", "demo: Add the feature",
+           "The second patch of the feature, so that its series has two.")
+    names = patchqueue.export(d)
+    with open(os.path.join(d, "series"), "w") as fh:
+        fh.write(f"#@ posting fix\n{names[0]}\n#@ posting feature\n{names[1]}\n{names[2]}\n")
+    try:
+        patchqueue.check(d)
+        ok(False, "check asks for the cover letter of a posting of two patches")
+    except LabError as e:
+        ok("0000-cover-letter-feature.patch: missing" in str(e),
+           "check asks for the cover letter of a posting of two patches", e)
+    cover = os.path.join(d, "0000-cover-letter-feature.patch")
+    with open(cover, "w") as fh:
+        fh.write(COVER_HEAD + "Subject: [PATCH 00/9] demo: The feature\n\n"
+                 "Why the feature exists.\n\nT (1):\n  old\n")
+    patchqueue.export(d)
+    text = open(cover).read()
+    ok("[PATCH 0/2] demo: The feature" in text and "Why the feature exists." in text and
+       "  docs: Describe the feature\n" in text and "  demo: Add the feature\n" in text and
+       "Fix the comment" not in text,
+       "export regenerates a posting's cover letter over its own patches only", text)
+    ok(open(os.path.join(d, "series")).read() ==
+       f"#@ posting fix\n{names[0]}\n#@ posting feature\n{names[1]}\n{names[2]}\n",
+       "export keeps the posting markers in the series file")
+    try:
+        patchqueue.check(d)
+        ok(True, "a stack posted as two series passes check")
+    except LabError as e:
+        ok(False, "a stack posted as two series passes check", e)
+
+    # A new commit joins the posting of the commit before it.
+    commit(wt, "README", "more\n", "docs: Extend the feature's text",
+           "A third patch of the feature, added after the series was split.")
+    names = patchqueue.export(d)
+    ok(covers.read_postings(d)[1].patches == names[1:] and
+       "[PATCH 0/3] demo: The feature" in open(cover).read(),
+       "a new commit joins its predecessor's posting and cover letter")
+
+    # Cover letters of postings that are not there, and markers out of order.
+    orphan = os.path.join(d, "0000-cover-letter-gone.patch")
+    with open(orphan, "w") as fh:
+        fh.write(open(cover).read())
+    try:
+        patchqueue.check(d)
+        ok(False, "check names a cover letter of no posting")
+    except LabError as e:
+        ok("0000-cover-letter-gone.patch: a cover letter of no posting" in str(e),
+           "check names a cover letter of no posting", e)
+    os.unlink(orphan)
+    series = os.path.join(d, "series")
+    good = open(series).read()
+    with open(series, "w") as fh:
+        fh.write(names[0] + "\n" + good)
+    try:
+        covers.read_postings(d)
+        ok(False, "a patch before the first marker is refused")
+    except LabError as e:
+        ok("before the first posting marker" in str(e),
+           "a patch before the first marker is refused", e)
+    with open(series, "w") as fh:
+        fh.write(good)
+    old = [covers.Posting("a", ["1"]), covers.Posting("b", ["2"])]
+    try:
+        covers.regroup(old, {"1": "one", "2": "two"}, ["x", "y"], ["two", "one"])
+        ok(False, "export refuses a commit moved behind a later posting's")
+    except LabError as e:
+        ok("comes after patches of a later posting" in str(e),
+           "export refuses a commit moved behind a later posting's", e)
+
+
 def main():
     sha = make_base()
     d = make_stack(sha)
@@ -105,7 +189,7 @@ def main():
 
     # A cover letter: its text is kept, its shortlog follows the series,
     # and check notices when it no longer announces the series.
-    cover = os.path.join(d, patchqueue.COVER)
+    cover = os.path.join(d, covers.COVER)
     with open(cover, "w") as fh:
         fh.write("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
                  "From: T <t@t.invalid>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\n"
@@ -174,6 +258,7 @@ def main():
         ok(True, "both bases pass check")
     except LabError as e:
         ok(False, "both bases pass check", e)
+    postings(sha)
 
     # A broken patch is named: one whose context does not match, one
     # without Signed-off-by.

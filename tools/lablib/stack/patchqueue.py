@@ -19,7 +19,7 @@ import shutil
 import tempfile
 
 from ..common import LabError, build_dir, cache_dir, mkdirs, run, step
-from . import sources, stacks
+from . import covers, sources, stacks
 
 GIT_ID = {
     "GIT_AUTHOR_NAME": "unsteal lab", "GIT_AUTHOR_EMAIL": "lab@unsteal.invalid",
@@ -169,14 +169,14 @@ def apply_series(stack_dir, wt, patches=None, on_applied=None):
 
 def _series_author(stack_dir):
     """(name, email) of the series' author: a commit made in the work tree is
-    the series' own, not the lab's (the base commit uses GIT_ID).  The cover
+    the series' own, not the lab's (the base commit uses GIT_ID).  A cover
     letter's From: when there is one, since the first patch may be a
     backport that keeps its upstream author; else the first patch's."""
-    cover = os.path.join(stack_dir, COVER)
-    patches = [cover] if os.path.exists(cover) else \
-        [os.path.join(stack_dir, p) for p in read_series(stack_dir)[:1]]
-    for path in patches:
-        with open(path, errors="replace") as fh:
+    sender = covers.cover_sender(stack_dir)
+    if sender:
+        return sender
+    for name in read_series(stack_dir)[:1]:
+        with open(os.path.join(stack_dir, name), errors="replace") as fh:
             hdrs = fh.read().partition("\n\n")[0]
         m = re.search(r"^From: (.+?) <([^>]+)>$", hdrs, re.M)
         if m:
@@ -225,84 +225,6 @@ def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
     return wt
 
 
-# The cover letter of a series, as on the mailing list: kept beside the
-# patches, not in the series.  Its subject and text are written by hand;
-# export regenerates the rest (the shortlog and the diffstat).
-COVER = "0000-cover-letter.patch"
-COVER_SUBJECT_RE = re.compile(r"^Subject: \[PATCH 0+/(\d+)\] (.*)$", re.M)
-
-
-def _cover_parts(text):
-    """The hand-written parts of a cover letter: From and Date lines, subject, text."""
-    sender = re.search(r"^From: .*$", text, re.M)
-    date = re.search(r"^Date: .*$", text, re.M)
-    subject = COVER_SUBJECT_RE.search(text)
-    if not sender or not date or not subject:
-        raise LabError(f"{COVER}: no 'From:', 'Date:' or 'Subject: [PATCH 00/N] ...' line")
-    body = text[text.index("\n\n", subject.end()) + 2:]
-    shortlog = re.search(r"^\S.* \(\d+\):$", body, re.M)
-    if not shortlog:
-        raise LabError(f"{COVER}: no shortlog ('Author (N):' line) after the text")
-    return sender.group(0), date.group(0), subject.group(2), body[:shortlog.start()]
-
-
-def _write_cover(stack_dir, wt):
-    """Regenerate the cover letter's shortlog and diffstat, keeping its text,
-    sender and date (git would put the work tree's identity and now)."""
-    path = os.path.join(stack_dir, COVER)
-    if not os.path.exists(path):
-        return
-    with open(path) as fh:
-        sender, date, subject, blurb = _cover_parts(fh.read())
-    out = git(["format-patch", "--cover-letter", "--zero-commit", "--no-signature", "--numbered",
-               "--stdout", "--full-index", "--no-renames", "base..HEAD"], cwd=wt,
-              capture=True).stdout
-    cover = out[:out.index("\nFrom 0000000000000000000000000000000000000000", 1) + 1]
-    cover = re.sub(r"^From: .*$", lambda _: sender, cover, count=1, flags=re.M)
-    cover = re.sub(r"^Date: .*$", lambda _: date, cover, count=1, flags=re.M)
-    cover = cover.replace("*** SUBJECT HERE ***", subject, 1)
-    cover = cover.replace("*** BLURB HERE ***\n\n", blurb, 1)
-    with open(path, "w") as fh:
-        fh.write(cover)
-
-
-def _check_cover(stack_dir, patches):
-    """A cover letter, if the stack has one, counts and names the series."""
-    path = os.path.join(stack_dir, COVER)
-    if not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        text = fh.read()
-    m = COVER_SUBJECT_RE.search(text)
-    if not m:
-        return [f"{path}: no 'Subject: [PATCH 00/N] ...' line"]
-    problems = []
-    if int(m.group(1)) != len(patches):
-        problems.append(f"{path}: announces {m.group(1)} patches, the series has "
-                        f"{len(patches)}; run tools/lab export")
-    # The shortlog wraps long subjects; compare with whitespace folded.
-    listed = " ".join(text.split())
-    for name in patches:
-        with open(os.path.join(stack_dir, name)) as fh:
-            subj = " ".join(_unfolded_subject(fh.read()).split())
-        if subj not in listed:
-            problems.append(f"{path}: does not list '{subj}' ({name}); run tools/lab export")
-    return problems
-
-
-def _unfolded_subject(text):
-    """A patch's subject without its [PATCH] tag, header continuation lines joined."""
-    m = HDR_RE.search(text)
-    if not m:
-        return ""
-    subject = m.group(1)
-    for line in text[m.end() + 1:].split("\n"):
-        if not line[:1].isspace() or not line.strip():
-            break
-        subject += " " + line.strip()
-    return subject.strip()
-
-
 def export(stack_dir):
     """Write the work tree's commits since 'base' back as the stack's patches and series."""
     st = stacks.at(stack_dir)
@@ -314,30 +236,32 @@ def export(stack_dir):
     if dirty:
         raise LabError(f"{wt} has uncommitted changes; commit them (git commit / "
                        f"git commit --fixup) before exporting:\n{dirty}")
+    old_postings = covers.read_postings(stack_dir)
+    old_subjects = {name: covers.file_subject(os.path.join(stack_dir, name))
+                    for name in read_series(stack_dir)}
     tmp = tempfile.mkdtemp(dir=build_dir(), prefix="export-")
     try:
         git(["format-patch", "-q", "--zero-commit", "--no-signature", "-N",
              "--full-index", "--no-renames", "-o", tmp, "base..HEAD"], cwd=wt)
         new = sorted(os.listdir(tmp))
+        postings = covers.regroup(old_postings, old_subjects, new,
+                                  [covers.file_subject(os.path.join(tmp, n)) for n in new])
         for old in read_series(stack_dir) + [os.path.basename(p) for p in glob.glob(
                 os.path.join(stack_dir, "[0-9][0-9][0-9][0-9]-*.patch"))]:
             path = os.path.join(stack_dir, old)
-            if old != COVER and os.path.exists(path):
+            if not covers.is_cover(old) and os.path.exists(path):
                 os.unlink(path)
         for name in new:
             shutil.move(os.path.join(tmp, name), os.path.join(stack_dir, name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     with open(os.path.join(stack_dir, "series"), "w") as fh:
-        fh.write("".join(n + "\n" for n in new))
-    _write_cover(stack_dir, wt)
+        fh.write(covers.series_text(postings))
+    covers.write_covers(stack_dir, wt, postings)
     with open(_state_path(wt), "w") as fh:
         json.dump({"series": series_hash(stack_dir), "head": _head(wt)}, fh)
     step(f"export: wrote {len(new)} patch(es) and series to {stack_dir}")
     return new
-
-
-HDR_RE = re.compile(r"^Subject:\s*(?:\[PATCH[^]]*\]\s*)?(.*)$", re.M)
 
 
 def lint_patch(path):
@@ -349,7 +273,7 @@ def lint_patch(path):
     if not sep:
         head, sep, _ = text.partition("\ndiff --git")
     hdrs, _, body = head.partition("\n\n")
-    m = HDR_RE.search(hdrs)
+    m = covers.HDR_RE.search(hdrs)
     subject = m.group(1).strip() if m else ""
     if not subject:
         problems.append("no Subject")
@@ -372,8 +296,8 @@ def check(stack_dir, build_each=None):
     patches = read_series(stack_dir)
     listed = set(patches)
     stray = [os.path.basename(p) for p in glob.glob(os.path.join(stack_dir, "*.patch"))
-             if os.path.basename(p) not in listed and os.path.basename(p) != COVER]
-    errors = _check_cover(stack_dir, patches)
+             if os.path.basename(p) not in listed and not covers.is_cover(p)]
+    errors = covers.check_covers(stack_dir)
     if stray:
         errors.append(f"{stack_dir}: patches not in series: {' '.join(stray)}")
     for name in patches:
