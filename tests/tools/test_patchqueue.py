@@ -72,6 +72,23 @@ COVER_HEAD = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00
               "From: T <t@t.invalid>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\n")
 
 
+def fails(fn, words, what):
+    """ok when fn() raises a LabError whose text holds words."""
+    try:
+        fn()
+        ok(False, what, "no error")
+    except LabError as e:
+        ok(words in str(e), what, e)
+
+
+def passes(fn, what):
+    try:
+        fn()
+        ok(True, what)
+    except LabError as e:
+        ok(False, what, e)
+
+
 def postings(sha):
     """A stack posted as two series: markers in the series file, a cover
     letter per posting of more than one patch, each regenerated over its
@@ -87,12 +104,8 @@ def postings(sha):
     names = patchqueue.export(d)
     with open(os.path.join(d, "series"), "w") as fh:
         fh.write(f"#@ posting fix\n{names[0]}\n#@ posting feature\n{names[1]}\n{names[2]}\n")
-    try:
-        patchqueue.check(d)
-        ok(False, "check asks for the cover letter of a posting of two patches")
-    except LabError as e:
-        ok("0000-cover-letter-feature.patch: missing" in str(e),
-           "check asks for the cover letter of a posting of two patches", e)
+    fails(lambda: patchqueue.check(d), "0000-cover-letter-feature.patch: missing",
+          "check asks for the cover letter of a posting of two patches")
     cover = os.path.join(d, "0000-cover-letter-feature.patch")
     with open(cover, "w") as fh:
         fh.write(COVER_HEAD + "Subject: [PATCH 00/9] demo: The feature\n\n"
@@ -106,11 +119,7 @@ def postings(sha):
     ok(open(os.path.join(d, "series")).read() ==
        f"#@ posting fix\n{names[0]}\n#@ posting feature\n{names[1]}\n{names[2]}\n",
        "export keeps the posting markers in the series file")
-    try:
-        patchqueue.check(d)
-        ok(True, "a stack posted as two series passes check")
-    except LabError as e:
-        ok(False, "a stack posted as two series passes check", e)
+    passes(lambda: patchqueue.check(d), "a stack posted as two series passes check")
 
     # A new commit joins the posting of the commit before it.
     commit(wt, "README", "more\n", "docs: Extend the feature's text",
@@ -124,32 +133,21 @@ def postings(sha):
     orphan = os.path.join(d, "0000-cover-letter-gone.patch")
     with open(orphan, "w") as fh:
         fh.write(open(cover).read())
-    try:
-        patchqueue.check(d)
-        ok(False, "check names a cover letter of no posting")
-    except LabError as e:
-        ok("0000-cover-letter-gone.patch: a cover letter of no posting" in str(e),
-           "check names a cover letter of no posting", e)
+    fails(lambda: patchqueue.check(d), "0000-cover-letter-gone.patch: a cover letter of no posting",
+          "check names a cover letter of no posting")
     os.unlink(orphan)
     series = os.path.join(d, "series")
     good = open(series).read()
     with open(series, "w") as fh:
         fh.write(names[0] + "\n" + good)
-    try:
-        covers.read_postings(d)
-        ok(False, "a patch before the first marker is refused")
-    except LabError as e:
-        ok("before the first posting marker" in str(e),
-           "a patch before the first marker is refused", e)
+    fails(lambda: covers.read_postings(d), "before the first posting marker",
+          "a patch before the first marker is refused")
     with open(series, "w") as fh:
         fh.write(good)
     old = [covers.Posting("a", ["1"]), covers.Posting("b", ["2"])]
-    try:
-        covers.regroup(old, {"1": "one", "2": "two"}, ["x", "y"], ["two", "one"])
-        ok(False, "export refuses a commit moved behind a later posting's")
-    except LabError as e:
-        ok("comes after patches of a later posting" in str(e),
-           "export refuses a commit moved behind a later posting's", e)
+    fails(lambda: covers.regroup(old, {"1": "one", "2": "two"}, ["x", "y"], ["two", "one"]),
+          "comes after patches of a later posting",
+          "export refuses a commit moved behind a later posting's")
 
 
 def main():

@@ -34,18 +34,11 @@ def git(args, cwd, **kw):
 
 
 def read_series(stack_dir):
-    path = os.path.join(stack_dir, "series")
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path) as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            if not os.path.exists(os.path.join(stack_dir, line)):
-                raise LabError(f"{path}:{n}: patch {line} does not exist")
-            out.append(line)
+    """The stack's patch files in order, whichever postings they are in."""
+    out = [name for p in covers.read_postings(stack_dir) for name in p.patches]
+    for name in out:
+        if not os.path.exists(os.path.join(stack_dir, name)):
+            raise LabError(f"{os.path.join(stack_dir, 'series')}: patch {name} does not exist")
     return out
 
 
