@@ -18,6 +18,7 @@ regenerates the rest (shortlog and diffstat) from the posting's commits.
 
 import os
 import re
+from dataclasses import dataclass
 
 from ..common import LabError, run
 
@@ -29,20 +30,16 @@ HDR_RE = re.compile(r"^Subject:\s*(?:\[PATCH[^]]*\]\s*)?(.*)$", re.M)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
 
+@dataclass
 class Posting:
     """One series as posted: a name (None for a stack posted whole), its
     patches in order, and the file name of its cover letter."""
-
-    def __init__(self, name, patches):
-        self.name = name
-        self.patches = patches
+    name: str
+    patches: list
 
     @property
     def cover(self):
         return COVER if self.name is None else f"{COVER_PREFIX}-{self.name}.patch"
-
-    def __repr__(self):
-        return f"Posting({self.name!r}, {self.patches!r})"
 
 
 def is_cover(filename):
@@ -169,20 +166,20 @@ def write_covers(stack_dir, wt, postings):
             fh.write(cover)
 
 
+def sender(path):
+    """(name, email) of a patch file's or cover letter's From: header, or None."""
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as fh:
+        hdrs = fh.read().partition("\n\n")[0]
+    m = re.search(r"^From: (.+?) <([^>]+)>$", hdrs, re.M)
+    return (m.group(1), m.group(2)) if m else None
+
+
 def cover_sender(stack_dir):
-    """The From: line's (name, email) of the stack's first cover letter, or None."""
-    postings = read_postings(stack_dir)
-    names = [p.cover for p in postings] or [COVER]
-    for name in names:
-        path = os.path.join(stack_dir, name)
-        if not os.path.exists(path):
-            continue
-        with open(path, errors="replace") as fh:
-            hdrs = fh.read().partition("\n\n")[0]
-        m = re.search(r"^From: (.+?) <([^>]+)>$", hdrs, re.M)
-        if m:
-            return m.group(1), m.group(2)
-    return None
+    """The sender of the stack's first cover letter, or None."""
+    names = [p.cover for p in read_postings(stack_dir)] or [COVER]
+    return next(filter(None, (sender(os.path.join(stack_dir, n)) for n in names)), None)
 
 
 def check_covers(stack_dir):

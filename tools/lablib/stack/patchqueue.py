@@ -165,16 +165,9 @@ def _series_author(stack_dir):
     the series' own, not the lab's (the base commit uses GIT_ID).  A cover
     letter's From: when there is one, since the first patch may be a
     backport that keeps its upstream author; else the first patch's."""
-    sender = covers.cover_sender(stack_dir)
-    if sender:
-        return sender
-    for name in read_series(stack_dir)[:1]:
-        with open(os.path.join(stack_dir, name), errors="replace") as fh:
-            hdrs = fh.read().partition("\n\n")[0]
-        m = re.search(r"^From: (.+?) <([^>]+)>$", hdrs, re.M)
-        if m:
-            return m.group(1), m.group(2)
-    return GIT_ID["GIT_AUTHOR_NAME"], GIT_ID["GIT_AUTHOR_EMAIL"]
+    first = [os.path.join(stack_dir, name) for name in read_series(stack_dir)[:1]]
+    return (covers.cover_sender(stack_dir) or (first and covers.sender(first[0]))
+            or (GIT_ID["GIT_AUTHOR_NAME"], GIT_ID["GIT_AUTHOR_EMAIL"]))
 
 
 def ensure_worktree(stack_dir, force=False, quiet_reuse=False):
