@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # /init of the kselftest guests (tools/lablib/testing/kselftest.py,
-# docs/kselftest.md).  /dev/vda becomes swap; each line of
-# /kselftest/list, 'NAME TIMEOUT CATEGORY ARGS...', runs under a timeout
+# docs/kselftest.md).  /dev/vda becomes swap, /dev/vdb (ext4) is mounted on
+# /scratch; each line of /kselftest/list, 'NAME TIMEOUT CATEGORY SWAP
+# ARGS...', turns /dev/vda on or off as SWAP says and runs under a timeout
 # either the tree's run_vmtests.sh for that category (bash, destructive
 # tests on, its own TAP off: its exit status is the program's result) or,
 # for CATEGORY '-', ./NAME ARGS directly; the results are printed as
@@ -27,6 +28,11 @@ echo "unsteal-kselftest: $(uname -r) cpus=$(nproc)" \
 if ! mkswap /dev/vda >/dev/null || ! swapon /dev/vda; then
     echo "unsteal-kselftest: cannot enable swap on /dev/vda"
 fi
+mkdir -p /scratch
+if ! mount -t ext4 /dev/vdb /scratch; then
+    echo "unsteal-kselftest: cannot mount /dev/vdb on /scratch"
+fi
+swap_on() { grep -q '^/dev/vda ' /proc/swaps; }
 # shellcheck disable=SC2164 # the initramfs always has it
 cd /kselftest
 if [ "$(arg mode)" = bench ]; then
@@ -41,9 +47,14 @@ n=$(grep -c . list)
 echo "TAP version 13"
 echo "1..$n"
 i=0
-while read -r name tmo category args; do
+while read -r name tmo category swap args; do
     i=$((i + 1))
     echo "# selftests: mm: $name"
+    if [ "$swap" = on ]; then
+        swap_on || swapon /dev/vda
+    else
+        ! swap_on || swapoff /dev/vda
+    fi
     if [ "$category" = - ]; then
         # shellcheck disable=SC2086 # $args: the list's arguments, split
         set -- "./$name" $args

@@ -37,9 +37,10 @@ PACKAGES = {
                      "python3-ply", "python3-git"],
     "packaging": ["debootstrap", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
                   "util-linux"],
-    # bash-static: run_vmtests.sh in the kselftest guest, which has busybox only
+    # bash-static: run_vmtests.sh in the kselftest guest, which has busybox only;
+    # e2fsprogs: mkfs.ext4 for the kselftest guest's scratch disk
     "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "bash-static",
-                         "libcgroup-dev", "valgrind", "iproute2", "dmidecode"],
+                         "e2fsprogs", "libcgroup-dev", "valgrind", "iproute2", "dmidecode"],
     # unsteal --connect: libvirt's client library (Debian's, not the lab's);
     # unsteal exporter: libmicrohttpd
     "unsteal build": ["libvirt-dev", "libxml2-dev", "libmicrohttpd-dev"],

@@ -148,7 +148,8 @@ def bench_swapoff(runs=BENCH_RUNS, idle=None, large=None, timeout=3600):
     bindir = build_tests()
     # swapoff_test skips its fail-safe scenarios on a kernel without the
     # feature; -p runs them there too, for the stock kernel's OOM kills.
-    initrd = ks.build_initramfs(bindir, [ks.Test("swapoff_test", None, "-p", 600, None)])
+    initrd = ks.build_initramfs(bindir, [ks.plain_test(t) for t in ks.TESTS
+                                         if t.name == "swapoff_test"])
     outs = _boot_swapoff(images, initrd, BENCH_MEMORY_MB, runs, idle, timeout)
     shapes = [(n, outs, BENCH_MEMORY_MB) for n in idle]
     if large:

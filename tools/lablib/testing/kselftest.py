@@ -39,12 +39,17 @@ VMTESTS = "run_vmtests.sh"
 BASH = "/bin/bash-static"
 
 # Guest shape: 2 vCPUs, one socket and NUMA node each (one socket on two
-# nodes makes the scheduler WARN at boot), and a swap disk larger than RAM.
+# nodes makes the scheduler WARN at boot), a swap disk larger than RAM, and a
+# scratch disk with an ext4 filesystem for the tests' own swap files.
 # The console shows KERN_WARNING and above (loglevel=5): WARN()s, lockdep
 # reports and the OOM killer's "invoked oom-killer" lines.
 MEMORY_MB = 256
 DEBUG_MEMORY_MB = 512
 SWAP_MB = 640
+# swapoff_test's swap files: twice the guest's RAM (1 GiB for the debug
+# guest) and 8 MiB; the disk is sparse and its filesystem made on the host.
+SCRATCH_MB = 2048
+SCRATCH = "/scratch"
 # The fail-safe migration test fills node 1 around a 64 MiB buffer and a
 # 32 MiB reserve: nodes of 256 MiB.
 MIGRATE_MEMORY_MB = 512
@@ -52,23 +57,27 @@ MIGRATE_MEMORY_MB = 512
 # Tests run in this order: the program (TEST_GEN_FILES of the mm selftests
 # Makefile); the run_vmtests.sh category that runs it, or None to run it
 # directly; its arguments (direct runs only: run_vmtests.sh has its own);
-# a timeout in s; and the guest RAM in MiB or None for MEMORY_MB, split
-# evenly over the 2 nodes.  A category must run that one program alone, so
+# a timeout in s; the guest RAM in MiB or None for MEMORY_MB, split evenly
+# over the 2 nodes; and whether the guest's swap disk is on while it runs
+# (swapoff_test swaps to files of its own on the scratch disk, and its
+# fail-safe scenarios need those to be the only swap areas).  A category must run that one program alone, so
 # that its exit status is the program's result: 'mremap' also runs
 # mremap_test and 'migration' the upstream migration test, so
-# mremap_dontunmap and migrate_failsafe_test run directly.  Tests with the
+# mremap_dontunmap and migrate_failsafe_test run directly, and so does
+# swapoff_test, which needs -d for the directory of its swap files.  Tests with the
 # default shape share one guest; each other shape gets a guest of its own,
 # booted afterwards.  Ours first; then the upstream mm selftests that
 # exercise the paths our patches touch (swap entries in page tables across
 # fork, COW and MADV_PAGEOUT; page table walks over populated and remapped
 # ranges).
-Test = collections.namedtuple("Test", "name vmtests args timeout memory")
+Test = collections.namedtuple("Test", "name vmtests args timeout memory swap",
+                              defaults=(True,))
 # The debug kernel (KASAN, lockdep, DEBUG_VM) runs each program this many
 # times as long: migrate_failsafe_test took over its 300 s there on
 # 2026-11-28 (it ran to its 24th of 26 results), 40 s on the lab kernel
 DEBUG_SLOWDOWN = 2
 TESTS = [
-    Test("swapoff_test", "swapoff", "", 600, None),
+    Test("swapoff_test", None, f"-d {SCRATCH}", 600, None, swap=False),
     Test("cow", "cow", "", 600, None),
     Test("madv_populate", "madv_populate", "", 120, None),
     Test("mkdirty", "mkdirty", "", 120, None),
@@ -167,8 +176,9 @@ def build_tests():
 
 def build_initramfs(bindir, tests=TESTS, slowdown=1):
     """busybox, bash as /bin/bash, the binaries and the list the init reads:
-    'NAME TIMEOUT CATEGORY ARGS...', CATEGORY '-' for a direct run; each
-    test's timeout times slowdown."""
+    'NAME TIMEOUT CATEGORY SWAP ARGS...', CATEGORY '-' for a direct run,
+    SWAP 'on' or 'off' for the guest's swap disk; each test's timeout times
+    slowdown."""
     if not os.path.exists(BASH):
         raise LabError(f"{BASH} is missing (run_vmtests.sh needs bash in the guest): install "
                        f"bash-static, or run tools/lab setup")
@@ -179,11 +189,12 @@ def build_initramfs(bindir, tests=TESTS, slowdown=1):
         for t in tests:
             if t.vmtests and t.args:
                 raise LabError(f"{t.name}: arguments are for direct runs only")
-            fh.write(f"{t.name} {t.timeout * slowdown} {t.vmtests or '-'} {t.args}\n")
+            fh.write(f"{t.name} {t.timeout * slowdown} {t.vmtests or '-'} "
+                     f"{'on' if t.swap else 'off'} {t.args}\n")
     return pack_initramfs(stage, os.path.join(kselftest_dir(), "initramfs.cpio.gz"), level=1)
 
 
-def qemu_cmd(image, initrd, swap, memory_mb, append):
+def qemu_cmd(image, initrd, swap, scratch, memory_mb, append):
     half = memory_mb // 2
     return ["qemu-system-x86_64", "-accel", "tcg", "-nographic", "-no-reboot",
             "-smp", "2,sockets=2,cores=1,threads=1", "-m", f"{memory_mb}M",
@@ -193,6 +204,7 @@ def qemu_cmd(image, initrd, swap, memory_mb, append):
             "-numa", "node,nodeid=1,cpus=1,memdev=m1",
             "-nic", "none",
             "-drive", f"file={swap},if=virtio,format=raw,cache=unsafe",
+            "-drive", f"file={scratch},if=virtio,format=raw,cache=unsafe",
             "-kernel", image, "-initrd", initrd,
             "-append", "console=ttyS0 loglevel=5 panic=-1 " + append]
 
@@ -201,13 +213,18 @@ def boot(image, initrd, memory_mb, append, timeout, logname, console=CONSOLE):
     """Boot the guest, stream its console, and collect what it reports
     (console: how to read it; kbench.py adds its benchmarks' lines)."""
     swap = os.path.join(kselftest_dir(), "swap.img")
+    scratch = os.path.join(kselftest_dir(), "scratch.img")
     mkdirs(kselftest_dir())
-    with open(swap, "wb") as fh:
-        fh.truncate(SWAP_MB << 20)
+    for path, mb in ((swap, SWAP_MB), (scratch, SCRATCH_MB)):
+        with open(path, "wb") as fh:
+            fh.truncate(mb << 20)
+    sh(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E", "nodiscard", scratch],
+       quiet=True, log=os.path.join(logs_dir(), "kselftest-mkfs.log"))
     log = os.path.join(logs_dir(), logname)
     step(f"kselftest: booting {os.path.basename(image)} ({memory_mb} MiB, 2 NUMA nodes, "
          f"watchdog {timeout}s; console in {os.path.relpath(log, ROOT)})")
-    return boot_qemu(qemu_cmd(image, initrd, swap, memory_mb, append), log, timeout, console)
+    return boot_qemu(qemu_cmd(image, initrd, swap, scratch, memory_mb, append), log, timeout,
+                     console)
 
 
 def _verdict(out, flavour, tests=TESTS):
@@ -253,11 +270,16 @@ PLAIN_ARG = "-p"
 OURS = ("swapoff_test", "migrate_failsafe_test")
 
 
+def plain_test(t):
+    """One of OURS run directly with -p as well as its own arguments."""
+    return t._replace(vmtests=None, args=f"{t.args} {PLAIN_ARG}".strip())
+
+
 def _selection(plain):
     """TESTS, or with plain our programs run directly with -p."""
     if not plain:
         return list(TESTS)
-    return [t._replace(vmtests=None, args=PLAIN_ARG) if t.name in OURS else t for t in TESTS]
+    return [plain_test(t) if t.name in OURS else t for t in TESTS]
 
 
 def _groups(debug, tests):
@@ -284,7 +306,7 @@ def run(flavour="patched", debug=False, timeout=None, plain=False):
 
 
 # What a run shares with any other: the test binaries, the initramfs and the
-# swap disk in kselftest_dir().  A second run at the same time would overwrite them under
+# disks in kselftest_dir().  A second run at the same time would overwrite them under
 # the first one's guest.
 def lock():
     return dir_lock(kselftest_dir(), "tools/lab kselftest run")
