@@ -11,11 +11,11 @@ root of Debian 13 made by chroot.py, as for libvirt's packages (libvirt_deb.py):
   build     dpkg-buildpackage -b as an unprivileged user without network,
             unsteal's own tests (meson suite 'src') included; lintian must
             report no error and no warning
-  install   apt installs the .deb (its dependencies from the archive) in a
-            fresh root; the binary, the man page, the service (enabled,
-            'systemd-analyze verify' clean), an exporter started with the
-            service's default arguments answering /metrics, and a purge that
-            leaves nothing behind
+  install   the package's autopkgtests (debian/tests: the command and its
+            man page, the service enabled and 'systemd-analyze verify'
+            clean, an exporter started with the service's default arguments
+            answering /metrics, a purge that leaves nothing behind) run with
+            autopkgtest against the .deb in a fresh testbed (autopkgtest.py)
 
 Outputs land in _build/packages/unsteal_VERSION/, the logs in _build/logs/.
 The service itself starts under systemd in the test host
@@ -29,7 +29,7 @@ import re
 import shutil
 
 from ..common import LabError, ROOT, build_dir, logs_dir, mkdirs, run, step
-from . import libvirt_deb
+from . import autopkgtest, libvirt_deb
 from ..stack import sources
 
 PACKAGE = "unsteal"
@@ -134,89 +134,19 @@ def main_deb(out=None):
     return found[0] if found else None
 
 
-# Inside the install root, after apt: what the package must have put where,
-# an exporter with the service's own arguments, and a purge.
-_INSTALLED = rf"""
-echo '== installed'; dpkg-query -W -f '${{Package}} ${{Version}}\n' {PACKAGE}
-echo '== unsteal --version'; unsteal --version
-test -x /usr/sbin/unsteal
-test -f /usr/share/man/man8/unsteal.8.gz || {{ echo 'FAIL: no unsteal(8)'; exit 1; }}
-echo '== the service'
-systemd-analyze verify /usr/lib/systemd/system/{UNIT}
-test -L /etc/systemd/system/multi-user.target.wants/{UNIT} || \
-  {{ echo 'FAIL: {UNIT} is not enabled'; exit 1; }}
-grep -q '^UNSTEAL_EXPORTER_ARGS=' /etc/default/unsteal-exporter
-echo '== one report'
-unsteal report --prometheus --count 1 --interval 0.5 > /tmp/report.prom
-grep '^unsteal_host_cpus ' /tmp/report.prom
-"""
-
-# Run without network (a namespace of its own with only lo): the service's
-# default arguments, one scrape over bash's /dev/tcp.
-_EXPORTER = r"""
-. /etc/default/unsteal-exporter
-echo "== unsteal exporter $UNSTEAL_EXPORTER_ARGS"
-unsteal exporter $UNSTEAL_EXPORTER_ARGS 2> /tmp/exporter.err &
-pid=$!
-addr=$(echo "$UNSTEAL_EXPORTER_ARGS" | sed -n 's/.*--listen \([^ ]*\):\([0-9]*\).*/\1 \2/p')
-set -- $addr
-ok=
-for i in $(seq 50); do
-  sleep 0.2
-  if exec 3<>/dev/tcp/$1/$2 2>/dev/null; then
-    printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" >&3
-    cat <&3 > /tmp/scrape.txt; exec 3<&-
-    if head -1 /tmp/scrape.txt | grep -q ' 200 '; then ok=1; break; fi
-  fi
-done
-kill -TERM $pid; wait $pid || true
-cat /tmp/exporter.err
-[ -n "$ok" ] || { echo 'FAIL: no 200 from /metrics'; head -5 /tmp/scrape.txt; exit 1; }
-head -1 /tmp/scrape.txt
-grep -c '^unsteal_' /tmp/scrape.txt
-"""
-
-_PURGE = rf"""
-echo '== purge'
-apt-get purge -y -q {PACKAGE}
-for f in /usr/sbin/unsteal /etc/default/unsteal-exporter \
-         /etc/systemd/system/multi-user.target.wants/{UNIT} \
-         /usr/lib/systemd/system/{UNIT}; do
-  if [ -e "$f" ] || [ -L "$f" ]; then echo "FAIL: $f left after purge"; exit 1; fi
-done
-echo 'install check: OK'
-"""
-
-
 def install_check():
-    """The .deb of build() in a fresh Debian 13 root: see the module docstring."""
-    found = debs()
-    if not found:
-        raise LabError(f"no packages in {os.path.relpath(outdir(), ROOT)}; run tools/lab "
-                       f"package unsteal first")
-    ver = version()
-    root = libvirt_deb.install_root(SUITE, found, os.path.join(libvirt_deb.workdir(_base()),
-                                                           "install-root"))
-    log = os.path.join(logs_dir(), f"package-{PACKAGE}-{ver}-install.log")
-    step(f"install check: apt-get install {PACKAGE} (and systemd, for systemd-analyze) in a "
-         f"fresh {SUITE} root; log: {os.path.relpath(log, ROOT)}")
-    try:
-        root.run(f"apt-get update -q && apt-get install -y -q {PACKAGE} systemd"
-                 + _INSTALLED, log=log)
-        root.run(_EXPORTER, net=False, log=log + ".exporter")
-        root.run(_PURGE, log=log + ".purge")
-    finally:
-        with open(log, "a") as fh:
-            for part in (".exporter", ".purge"):
-                if os.path.exists(log + part):
-                    fh.write(open(log + part, errors="replace").read())
-                    os.unlink(log + part)
-        root.remove()
-    text = open(log, errors="replace").read()
-    scrape = re.search(r"^(HTTP/1\.\d 200.*)\n(\d+)$", text, re.M)
-    step(f"install check: {PACKAGE} {ver} installed with apt; the service verifies and is "
-         f"enabled; the exporter with its default arguments answered "
-         f"{scrape.group(2) + ' unsteal_ lines' if scrape else '200'}; purge left nothing")
+    """debian/tests of the source package against the .debs of build(), in a
+    fresh Debian 13 testbed (autopkgtest.py)."""
+    found = [d for d in debs() if not os.path.basename(d).startswith(PACKAGE + "-dbgsym_")]
+    dsc = os.path.join(outdir(), f"{PACKAGE}_{version()}.dsc")
+    if not found or not os.path.exists(dsc):
+        raise LabError(f"no source and binary packages in {os.path.relpath(outdir(), ROOT)}; "
+                       f"run tools/lab package unsteal first")
+    log = os.path.join(logs_dir(), f"package-{PACKAGE}-{version()}-autopkgtest.log")
+    results = autopkgtest.run_tests(dsc, found, SUITE, os.path.join(outdir(), "autopkgtest"),
+                                    log)
+    step(f"install check: {PACKAGE} {version()}: {len(results)} autopkgtest(s) passed "
+         f"({', '.join(name for name, _, _ in results)})")
 
 
 def build_and_check():

@@ -35,8 +35,9 @@ PACKAGES = {
                      "kmod",
                      # checkpatch.pl's SPDX check (scripts/spdxcheck.py)
                      "python3-ply", "python3-git"],
+    # autopkgtest, uidmap: the packages' autopkgtests (package/autopkgtest.py)
     "packaging": ["debootstrap", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
-                  "util-linux"],
+                  "util-linux", "autopkgtest", "uidmap"],
     # bash-static: run_vmtests.sh in the kselftest guest, which has busybox only;
     # e2fsprogs: mkfs.ext4 for the kselftest guest's scratch disk
     "guests and tests": ["qemu-system-x86", "qemu-utils", "busybox-static", "bash-static",
@@ -241,9 +242,26 @@ def ensure_promtool():
         os.rename(dest + ".part", dest)
 
 
+# Root's subordinate ids, for autopkgtest-virt-unshare's testbeds
+SUBIDS = "1000000-1065535"
+
+
+def ensure_subids():
+    """Give root a range of subordinate user and group ids unless it has one."""
+    missing = []
+    for path, opt in (("/etc/subuid", "--add-subuids"), ("/etc/subgid", "--add-subgids")):
+        text = open(path).read() if os.path.exists(path) else ""
+        if not re.search(r"^root:", text, re.M):
+            missing += [opt, SUBIDS]
+    if missing:
+        step(f"setup: subordinate ids {SUBIDS} for root (autopkgtest-virt-unshare)")
+        run(["usermod"] + missing + ["root"])
+
+
 def setup():
     if os.geteuid() != 0:
         raise LabError("tools/lab setup needs root (apt)")
     ensure_deb_src()
     ensure_packages()
+    ensure_subids()
     ensure_promtool()

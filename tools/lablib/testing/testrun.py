@@ -14,7 +14,7 @@ tree and the flavour's config has what it needs; the full package builds are
 tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
 and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
-the lab daemon); unsteal's own Debian package, built and installed; the
+the lab daemon); unsteal's own Debian package, built and its autopkgtests run; the
 libvirt integration tests again inside the test host, on each row of the
 host matrix (tools/lablib/testing/testhost.py), and the scale benchmark's
 smoke run in it (scalehost.py); the kernel selftests in QEMU once the kernel
@@ -151,9 +151,9 @@ def _libvirt_suites(t, built, quick):
 
 def _package_and_hosts(t, built, quick):
     # unsteal's own Debian package: small enough to build in full (its tests,
-    # lintian clean, installed with apt in a fresh Debian 13 root).
+    # lintian clean, its autopkgtests in a fresh Debian 13 testbed).
     from ..package import unsteal_deb
-    t.stage("unsteal package: build with its tests, lintian, install check (Debian 13)",
+    t.stage("unsteal package: build with its tests, lintian, autopkgtests (Debian 13)",
             unsteal_deb.build_and_check)
     # The same libvirt integration tests on the hosts of the matrix: a
     # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The autopkgtests of unsteal's package, and how the lab reads their results.
+
+No root, no testbed: debian/tests/control names tests that exist as
+executable scripts, each with the restrictions its script needs and
+passing shellcheck as the shell its first line names; a control file that
+names a missing test, or a script with a shell error, is caught by the
+same checks.  autopkgtest.parse_summary() reads a summary file of every
+result kind and skips lines that are not results.  That the tests pass
+against the built package is 'tools/lab package unsteal' (a stage of
+tools/lab test).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+
+WORK = tap.setup("unsteal-autopkgtest-test-")
+ok = tap.ok
+
+from lablib.package import autopkgtest  # noqa: E402
+
+TESTS_DIR = os.path.join(tap.ROOT, "debian", "tests")
+
+
+def stanzas(text):
+    """deb822 stanzas as dicts (continuation lines joined)."""
+    out = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        fields, key = {}, None
+        for line in block.splitlines():
+            if line[:1] in (" ", "\t") and key:
+                fields[key] += " " + line.strip()
+            elif ":" in line:
+                key, val = line.split(":", 1)
+                fields[key.strip()] = val.strip()
+        out.append(fields)
+    return out
+
+
+def problems(tests_dir):
+    """What is wrong with a debian/tests directory, as a list of strings."""
+    found = []
+    for st in stanzas(open(os.path.join(tests_dir, "control")).read()):
+        for name in st.get("Tests", "").replace(",", " ").split():
+            path = os.path.join(tests_dir, name)
+            if not os.access(path, os.X_OK):
+                found.append(f"{name}: no executable script")
+                continue
+            first = open(path).readline()
+            shell = "bash" if "bash" in first else "sh"
+            p = subprocess.run(["shellcheck", "-s", shell, "-x", path],
+                               capture_output=True, text=True)
+            if p.returncode:
+                found.append(f"{name}: shellcheck: {p.stdout.strip().splitlines()[:3]}")
+    return found
+
+
+if not shutil.which("shellcheck"):
+    ok(False, "shellcheck is installed", "tools/lab setup installs it")
+else:
+    ctl = stanzas(open(os.path.join(TESTS_DIR, "control")).read())
+    names = [n for st in ctl for n in st.get("Tests", "").split()]
+    ok(names == ["cli", "service", "exporter", "purge"],
+       "debian/tests/control: cli, service, exporter, purge", names)
+    restr = {n: st.get("Restrictions", "") for st in ctl for n in st.get("Tests", "").split()}
+    ok("breaks-testbed" in restr.get("purge", "") and "needs-root" in restr.get("purge", ""),
+       "purge needs root and breaks the testbed", restr.get("purge"))
+    ok("systemd" in [d.strip() for st in ctl if "service" in st.get("Tests", "")
+                     for d in st.get("Depends", "").split(",")],
+       "service depends on systemd (systemd-analyze)")
+    found = problems(TESTS_DIR)
+    ok(not found, "every test is an executable script that passes shellcheck", found)
+
+    # The same checks on broken copies.
+    broken = os.path.join(WORK, "tests")
+    shutil.copytree(TESTS_DIR, broken)
+    with open(os.path.join(broken, "control"), "a") as fh:
+        fh.write("\nTests: missing\nDepends: @\n")
+    with open(os.path.join(broken, "cli"), "a") as fh:
+        fh.write('echo $UNQUOTED_VAR_WITH_TYPO"\n')
+    found = problems(broken)
+    ok(any(f.startswith("missing:") for f in found), "a test without a script is found", found)
+    ok(any(f.startswith("cli: shellcheck") for f in found),
+       "a script with a shell error is found", found)
+
+summary = """\
+cli                  PASS
+service              FAIL non-zero exit status 1
+exporter             SKIP Test needs root on testbed which is not available
+purge                FLAKY non-zero exit status 1
+blame: unsteal_0.1.0.dsc
+"""
+ok(autopkgtest.parse_summary(summary) == [
+    ("cli", "PASS", ""), ("service", "FAIL", "non-zero exit status 1"),
+    ("exporter", "SKIP", "Test needs root on testbed which is not available"),
+    ("purge", "FLAKY", "non-zero exit status 1")],
+   "parse_summary: every result kind with its detail; other lines skipped",
+   autopkgtest.parse_summary(summary))
+
+sys.exit(tap.end())

@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The autopkgtests of a source package, run against the .debs we built.
+
+autopkgtest(1) reads debian/tests/control from the source package (.dsc) and
+runs its tests with the given .debs installed, in a testbed that
+autopkgtest-virt-unshare(1) unpacks from the suite's cached root
+(chroot.base_tarball(): the same root the package builds start from) for
+the tests and again for each test that breaks it.  virt-unshare maps the
+testbed's users to root's subordinate ids: /etc/subuid and /etc/subgid
+entries for root and newuidmap (package uidmap), which tools/lab setup
+provides (sources.ensure_subids()).
+"""
+
+import os
+import re
+import shutil
+
+from ..common import LabError, ROOT, run, step
+from . import chroot
+
+# autopkgtest's --summary-file: one line per test, 'NAME RESULT [DETAIL]'
+SUMMARY_RE = re.compile(r"^(\S+)\s+(PASS|FAIL|SKIP|FLAKY|NEUTRAL|BAD)\b *(.*)$")
+
+
+def parse_summary(text):
+    """[(test, result, detail)] of an autopkgtest summary file."""
+    return [m.groups() for m in map(SUMMARY_RE.match, text.splitlines()) if m]
+
+
+def run_tests(dsc, debs, suite, outdir, log):
+    """Run the tests of dsc against debs in a testbed of suite; the
+    artifacts go to outdir, autopkgtest's output to log.  Returns the
+    results; fails unless every test passed (a skipped test fails too: our
+    packages' tests have nothing to skip)."""
+    if not shutil.which("autopkgtest"):
+        raise LabError("autopkgtest is not installed; run tools/lab setup")
+    shutil.rmtree(outdir, ignore_errors=True)
+    summary = outdir + ".summary"
+    if os.path.exists(summary):
+        os.unlink(summary)
+    tarball = chroot.base_tarball(suite)
+    step(f"autopkgtest: {os.path.basename(dsc)} against {len(debs)} .deb(s) in a {suite} "
+         f"testbed (autopkgtest-virt-unshare); log: {os.path.relpath(log, ROOT)}")
+    argv = (["autopkgtest", "--output-dir", outdir, "--summary-file", summary, dsc]
+            + list(debs)
+            + ["--", "unshare", "--release", suite, "--arch", chroot.host_arch(),
+               "--tarball", tarball])
+    p = run(argv, log=log, quiet=True, check=False)
+    results = parse_summary(open(summary).read()) if os.path.exists(summary) else []
+    for name, result, detail in results:
+        step(f"autopkgtest: {name}: {result}{' ' + detail if detail else ''}")
+    if p.returncode or not results or any(r != "PASS" for _, r, _ in results):
+        with open(log, errors="replace") as fh:
+            tail = fh.read().splitlines()[-30:]
+        raise LabError(f"autopkgtest of {os.path.basename(dsc)} exited {p.returncode} with "
+                       f"{len(results)} result(s), not all PASS; last lines of "
+                       f"{os.path.relpath(log, ROOT)}:\n" + "\n".join(tail))
+    return results
