@@ -273,4 +273,17 @@ for bad in ("0", "two", "-1"):
     except LabError as e:
         ok("UNSTEAL_TESTHOST_LANES" in str(e), f"UNSTEAL_TESTHOST_LANES={bad} is refused", e)
 
+
+# A kselftest program that skipped as a whole: the reason its own TAP plan
+# gave ('# 1..0 # SKIP ...'), not "no reason given".
+from lablib.testing import kselftest  # noqa: E402
+kout = qemuboot.Outcome()
+for i, line in enumerate(["# selftests: mm: migrate_failsafe_test", "# TAP version 13",
+                          "# 1..0 # SKIP needs two memory nodes",
+                          "ok 1 selftests: mm: migrate_failsafe_test # SKIP"]):
+    qemuboot.parse(kout, line, float(i), kselftest.CONSOLE)
+progs, checks = qemuboot.skips(kout)
+ok(progs == [Skip("migrate_failsafe_test", "needs two memory nodes")] and checks == [],
+   "a program's skip as a whole keeps the reason of its own plan line", (progs, checks))
+
 sys.exit(tap.end())

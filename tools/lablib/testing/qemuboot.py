@@ -90,6 +90,7 @@ class Outcome:
         self.details = {}           # index in subresults of a failed one: its detail lines
         self.detail_of = None       # that index while its detail lines may follow
         self.program = None         # the test program that runs now
+        self.plan_skips = {}        # program: reason its own TAP plan gave ('1..0 # SKIP ...')
         self.splats = []            # kernel problem lines
         self.info = []              # what followed the marker, line by line
         self.records = collections.defaultdict(list)    # kept by Console.on_line
@@ -104,6 +105,8 @@ class Outcome:
 
 
 SKIP_RE = re.compile(r"^(.*?)\s*#\s*SKIP\b:?\s*(.*)$", re.I)
+# A program that skipped as a whole, in its own nested TAP: '# 1..0 # SKIP reason'
+PLAN_SKIP_RE = re.compile(r"^#\s*1\.\.0\s*#\s*SKIP\b:?\s*(.*)$", re.I)
 
 
 def skips(out):
@@ -117,6 +120,8 @@ def skips(out):
     for r in out.results:
         if r.skipped:
             what, reason = split(r.rest)
+            if reason == "no reason given" and out.plan_skips.get(r.name):
+                reason = out.plan_skips[r.name]
             programs.append(Skip(f"{r.name}{' ' + what if what else ''}", reason))
     checks = []
     for s in out.subresults:
@@ -159,6 +164,9 @@ def parse(out, line, t, console):
         out.results.append(Result(m.group(1) == "ok", int(m.group(2)), m.group(3),
                                   m.group(4)))
         return
+    m = PLAN_SKIP_RE.match(line)
+    if m and out.program:
+        out.plan_skips[out.program] = m.group(1).strip()
     m = console.sub_re.match(line)
     if m:
         out.subresults.append(Sub(m.group(1) == "ok", out.program, m.group(2)))
