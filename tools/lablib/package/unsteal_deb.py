@@ -34,7 +34,6 @@ from ..stack import sources
 
 PACKAGE = "unsteal"
 SUITE = "trixie"
-UNIT = "unsteal-exporter.service"
 
 
 @functools.lru_cache(maxsize=None)

@@ -60,16 +60,16 @@ MIGRATE_MEMORY_MB = 512
 # a timeout in s; the guest RAM in MiB or None for MEMORY_MB, split evenly
 # over the 2 nodes; and whether the guest's swap disk is on while it runs
 # (swapoff_test swaps to files of its own on the scratch disk, and its
-# fail-safe scenarios need those to be the only swap areas).  A category must run that one program alone, so
-# that its exit status is the program's result: 'mremap' also runs
-# mremap_test and 'migration' the upstream migration test, so
-# mremap_dontunmap and migrate_failsafe_test run directly, and so does
-# swapoff_test, which needs -d for the directory of its swap files.  Tests with the
-# default shape share one guest; each other shape gets a guest of its own,
-# booted afterwards.  Ours first; then the upstream mm selftests that
-# exercise the paths our patches touch (swap entries in page tables across
-# fork, COW and MADV_PAGEOUT; page table walks over populated and remapped
-# ranges).
+# fail-safe scenarios need those to be the only swap areas).  A category
+# must run that one program alone, so that its exit status is the
+# program's result: 'mremap' also runs mremap_test and 'migration' the
+# upstream migration test, so mremap_dontunmap and migrate_failsafe_test
+# run directly, and so does swapoff_test, which needs -d for the directory
+# of its swap files.  Tests with the default shape share one guest; each
+# other shape gets a guest of its own, booted afterwards.  Ours first; then
+# the upstream mm selftests that exercise the paths our patches touch (swap
+# entries in page tables across fork, COW and MADV_PAGEOUT; page table
+# walks over populated and remapped ranges).
 Test = collections.namedtuple("Test", "name vmtests args timeout memory swap",
                               defaults=(True,))
 # The debug kernel (KASAN, lockdep, DEBUG_VM) runs each program this many
