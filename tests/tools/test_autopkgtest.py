@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""The autopkgtests of unsteal's package, and how the lab reads their results.
+"""The autopkgtests of unsteal's package and of the libvirt series, and how
+the lab reads their results.
 
 No root, no testbed: debian/tests/control names tests that exist as
 executable scripts, each with the restrictions its script needs and
@@ -26,6 +27,7 @@ ok = tap.ok
 from lablib.package import autopkgtest  # noqa: E402
 
 TESTS_DIR = os.path.join(tap.ROOT, "debian", "tests")
+LIBVIRT_TESTS_DIR = os.path.join(tap.ROOT, "libvirt-patches", "autopkgtest")
 
 
 def stanzas(text):
@@ -89,6 +91,19 @@ else:
     ok(any(f.startswith("cli: shellcheck") for f in found),
        "a script with a shell error is found", found)
 
+    # The libvirt series' tests, appended to Debian's libvirt packaging.
+    ctl = stanzas(open(os.path.join(LIBVIRT_TESTS_DIR, "control")).read())
+    restr = {n: st.get("Restrictions", "") for st in ctl for n in st.get("Tests", "").split()}
+    ok(sorted(restr) == ["unsteal-qemu-conf", "unsteal-schedinfo"],
+       "libvirt-patches/autopkgtest/control: unsteal-qemu-conf, unsteal-schedinfo",
+       sorted(restr))
+    ok("isolation-machine" in restr.get("unsteal-schedinfo", ""),
+       "unsteal-schedinfo (systemd, the machine's cgroups) needs machine-level isolation",
+       restr.get("unsteal-schedinfo"))
+    found = problems(LIBVIRT_TESTS_DIR)
+    ok(not found, "the libvirt series' tests are executable scripts that pass shellcheck",
+       found)
+
 summary = """\
 cli                  PASS
 service              FAIL non-zero exit status 1
@@ -102,5 +117,20 @@ ok(autopkgtest.parse_summary(summary) == [
     ("purge", "FLAKY", "non-zero exit status 1")],
    "parse_summary: every result kind with its detail; other lines skipped",
    autopkgtest.parse_summary(summary))
+
+lacking = """\
+smoke                PASS
+smoke-lxc            SKIP Test restriction "isolation-machine" requires testbed capability \
+"isolation-machine"
+smoke-qemu-session   SKIP Test restriction "isolation-container" requires testbed capability \
+"isolation-container" and/or "isolation-machine"
+build-test           SKIP Test needs root on testbed which is not available
+unsteal-qemu-conf    FAIL non-zero exit status 1
+"""
+ok(autopkgtest.not_passed(autopkgtest.parse_summary(lacking)) == [
+    ("build-test", "SKIP", "Test needs root on testbed which is not available"),
+    ("unsteal-qemu-conf", "FAIL", "non-zero exit status 1")],
+   "not_passed: a skip for isolation the testbed lacks passes, any other skip or failure not",
+   autopkgtest.not_passed(autopkgtest.parse_summary(lacking)))
 
 sys.exit(tap.end())

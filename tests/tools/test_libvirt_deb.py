@@ -10,9 +10,11 @@ patch applied; a patch that conflicts with Debian's patches is named in the
 error; bad input gets a clear error; meson's summary is parsed.
 """
 
+import email.utils
 import hashlib
 import io
 import os
+import re
 import sys
 import tarfile
 import tempfile
@@ -27,7 +29,7 @@ ok = tap.ok
 from lablib import common  # noqa: E402
 from lablib.build import mesonlog  # noqa: E402
 from lablib.package import libvirt_deb  # noqa: E402
-from lablib.common import LabError  # noqa: E402
+from lablib.common import LabError, run  # noqa: E402
 
 
 def tarball(name, files, mode=0o644):
@@ -128,6 +130,14 @@ def make_stack(patches, extra=""):
             with open(os.path.join(d, name), "w") as p:
                 p.write(text)
             fh.write(name + "\n")
+    # The stack's last commit dates the changelog entry: one from 2020, so
+    # an entry dated by the clock shows.
+    env = {"GIT_AUTHOR_DATE": "2020-01-02T03:04:05Z", "GIT_COMMITTER_DATE": "2020-01-02T03:04:05Z",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    run(["git", "init", "-q", d], quiet=True)
+    run(["git", "-C", d, "add", "."], quiet=True)
+    run(["git", "-C", d, "commit", "-q", "-m", "stack"], env=env, quiet=True)
     return d
 
 
@@ -156,6 +166,19 @@ if err is None:
                                   "header lines") > 0 and "[PATCH]" not in chl,
        "changelog lists the unfolded subject without [PATCH]", chl[:600])
     ok(" -- Unsteal Developers <dev@unsteal.invalid>  " in chl, "changelog signed by us")
+    trailer = [ln for ln in chl.splitlines() if ln.startswith(" -- ")][0]
+    stamp = email.utils.parsedate_to_datetime(trailer.split(">  ", 1)[1]).timestamp()
+    ok(stamp == info["ts"] == 1577934245,
+       "the entry is dated by the stack's last commit, not by the clock", (trailer, info["ts"]))
+    ok(run(["dpkg-parsechangelog", "-l", os.path.join(tree, "debian/changelog"), "-S",
+            "Maintainer"], capture=True).stdout.strip()
+       == "Unsteal Developers <dev@unsteal.invalid>", "dpkg-parsechangelog reads our entry")
+    control = open(os.path.join(tree, "debian/tests/control")).read()
+    ok(re.findall(r"^Tests: (\S+)", control, re.M) == ["unsteal-qemu-conf", "unsteal-schedinfo"]
+       and all(os.access(os.path.join(tree, "debian/tests", n), os.X_OK)
+               for n in ("unsteal-qemu-conf", "unsteal-schedinfo")),
+       "the series' autopkgtests are in debian/tests/ (control made: the demo has none)",
+       control)
     ok(os.path.exists(info["dsc"]) and os.path.basename(info["dsc"]) == "demo_1.0-1+unsteal1.dsc",
        "dpkg-source wrote the .dsc", info["dsc"])
     ok(open(os.path.join(tree, "hello.c")).read() == "int main(void) { return 42; }\n"

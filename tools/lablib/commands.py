@@ -373,7 +373,7 @@ def build_parser():
                    help="libvirt, kernel: only assemble the patched source package (no build)")
     p.add_argument("--install-check-only", action="store_true",
                    help="libvirt, unsteal: only rerun the installation check of the built "
-                        "packages (unsteal: its autopkgtests)")
+                        "packages: the source package's autopkgtests against them")
     p.add_argument("--no-install-check", action="store_true",
                    help="libvirt, unsteal: skip the installation check after the build")
     p.add_argument("--keep-root", action="store_true",

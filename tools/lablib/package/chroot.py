@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Throwaway Debian roots for package builds and installation checks.
 
-A root of a suite (trixie, bookworm, ...) is made once with debootstrap from
+A root of a suite (trixie, bookworm, ...) is made once with mmdebstrap from
 the mirror of the machine's own apt sources and cached as a tarball under
 ~/.cache/unsteal/chroots.  Every build or check unpacks a fresh copy under
 _build/ and deletes it afterwards.
@@ -32,8 +32,11 @@ def chroots_dir():
     return os.path.join(cache_dir(), "chroots")
 
 
-# Packages of every root besides debootstrap's buildd variant.
-# (installed with apt after debootstrap, whose own dependency handling is weak)
+# Part of every cached root's name: bump it when the way roots are made
+# changes, and every cached root (and every root made from one) is made anew.
+ROOT_FORMAT = "mm1"
+
+# Packages of every root besides mmdebstrap's buildd variant.
 BASE_EXTRA = ["fakeroot", "lintian", "iproute2"]
 
 
@@ -77,22 +80,37 @@ def tar_args():
     return ["--zstd"] if shutil.which("zstd") else []
 
 
-def debootstrap(suite, dest, variant, log, nice=False):
-    """A fresh root of the suite in dest (debootstrap VARIANT from the mirror
-    of the machine's own apt sources), its apt sources the suite, -updates
-    and -security in deb822, recommends off and retries on."""
-    if not shutil.which("debootstrap"):
-        raise LabError("debootstrap is missing; run tools/lab setup")
-    cmd = ["debootstrap", f"--variant={variant}", f"--arch={host_arch()}", suite, dest,
-           sources.debian_mirror()]
-    run((["nice", "-n", "19"] if nice else []) + cmd, log=log)
-    with open(os.path.join(dest, "etc/apt/sources.list.d/debian.sources"), "w") as fh:
-        fh.write(apt_sources(suite))
+def mmdebstrap(suite, dest, variant, log, include=(), keep_lists=False, nice=False):
+    """A fresh root of the suite in dest, made by mmdebstrap VARIANT from the
+    mirror of the machine's own apt sources (the suite, -updates and
+    -security in deb822, kept as the root's apt sources), with the packages
+    of include, recommends off and retries on.  keep_lists keeps apt's
+    package lists (mmdebstrap removes them), for a root that installs more
+    packages without an apt-get update of its own (autopkgtest's testbed)."""
+    if not shutil.which("mmdebstrap"):
+        raise LabError("mmdebstrap is missing; run tools/lab setup")
+    with tempfile.TemporaryDirectory(prefix="unsteal-sources-") as tmp:
+        src = os.path.join(tmp, "debian.sources")
+        with open(src, "w") as fh:
+            fh.write(apt_sources(suite))
+        cmd = ["mmdebstrap", "--mode=root", f"--variant={variant}",
+               f"--architectures={host_arch()}",
+               "--aptopt=APT::Install-Recommends \"false\"",
+               "--aptopt=Acquire::Retries \"3\""]
+        if include:
+            cmd.append("--include=" + ",".join(include))
+        if keep_lists:
+            cmd.append("--skip=cleanup/apt/lists")
+        run((["nice", "-n", "19"] if nice else []) + cmd + [suite, dest, src], log=log)
+    # The root's apt sources: ours, under the name Debian's installer uses.
+    lists = os.path.join(dest, "etc/apt/sources.list.d")
+    for name in os.listdir(lists):
+        os.unlink(os.path.join(lists, name))
     lst = os.path.join(dest, "etc/apt/sources.list")
     if os.path.exists(lst):
         os.unlink(lst)
-    with open(os.path.join(dest, "etc/apt/apt.conf.d/90unsteal"), "w") as fh:
-        fh.write('APT::Install-Recommends "false";\nAcquire::Retries "3";\n')
+    with open(os.path.join(lists, "debian.sources"), "w") as fh:
+        fh.write(apt_sources(suite))
 
 
 def no_services(root):
@@ -159,18 +177,15 @@ def base_tarball(suite):
     arch = host_arch()
 
     def make(tmp):
-        step(f"chroot: debootstrap {suite} ({arch}, buildd variant; one-off, cached in "
-             f"{chroots_dir()})")
-        debootstrap(suite, tmp, "buildd",
-                    os.path.join(logs_dir(), f"debootstrap-{suite}.log"))
+        log = os.path.join(logs_dir(), f"mmdebstrap-{suite}.log")
+        step(f"chroot: mmdebstrap {suite} ({arch}, buildd variant, with "
+             f"{', '.join(BASE_EXTRA)}; one-off, cached in {chroots_dir()}; log in {log})")
+        mmdebstrap(suite, tmp, "buildd", log, include=BASE_EXTRA, keep_lists=True)
         no_services(tmp)
         run(["chroot", tmp, "useradd", "-m", "-u", "2000", "-s", "/bin/sh", "builder"])
-        step(f"chroot: apt-get install {' '.join(BASE_EXTRA)}")
-        Root(None, tmp).run("apt-get update -q && apt-get install -y -q "
-                            + " ".join(BASE_EXTRA) + " && apt-get clean",
-                            log=os.path.join(logs_dir(), f"debootstrap-{suite}-apt.log"))
 
-    return cached_root(os.path.join(chroots_dir(), f"{suite}-{arch}-buildd.tar.zst"), make)
+    return cached_root(os.path.join(chroots_dir(), f"{suite}-{arch}-buildd-{ROOT_FORMAT}.tar.zst"),
+                       make)
 
 
 class Root:

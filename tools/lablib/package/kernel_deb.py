@@ -6,7 +6,7 @@ kernel with local patches: in the unpacked source package it applies the
 patches on top of Debian's own (with fuzz 0), limits the build to one
 flavour, adds a changelog entry (version suffix 'a~test') and builds that
 flavour's packages with dpkg-buildpackage.  The full build runs it in a
-fresh debootstrap root of the BASE's suite.
+fresh mmdebstrap root of the BASE's suite.
 
 The quick check (--prepare-only, and a stage of 'tools/lab test') needs no
 root: unpack the pinned orig and debian tarballs, apply Debian's series with

@@ -10,12 +10,12 @@ one.  Steps:
             debian/patches/unsteal/, append it to debian/patches/series, add
             a changelog entry VERSION+unsteal1, and build the source package
             with dpkg-source -b (which applies every patch with fuzz 0)
-  build     in a fresh debootstrap root of the BASE's suite: dpkg-source -x,
+  build     in a fresh mmdebstrap root of the BASE's suite: dpkg-source -x,
             apt-get build-dep, dpkg-buildpackage -b -uc -us as an unprivileged
             user without network, Debian's test suite included; lintian
-  install   in another fresh root of the suite: apt installs the built
-            packages from a local repository; virtqemud/libvirtd --version and
-            virsh against the test driver and a running virtqemud
+  install   the source package's autopkgtests (Debian's and the series',
+            libvirt-patches/autopkgtest/) against the built packages in a
+            fresh testbed of the suite (autopkgtest.py)
 
 Outputs land in _build/packages/PACKAGE_VERSION/, the logs in _build/logs/.
 docs/packaging.md is the maintainer's guide.
@@ -27,11 +27,10 @@ import hashlib
 import os
 import re
 import shutil
-import textwrap
 import time
 
-from ..common import LabError, build_dir, logs_dir, mkdirs, read_kv, run, step, watch
-from . import chroot
+from ..common import LabError, ROOT, build_dir, logs_dir, mkdirs, read_kv, run, step, watch
+from . import autopkgtest, chroot
 from ..build import mesonlog
 from ..stack import patchqueue, sources, stacks
 
@@ -41,8 +40,8 @@ MAINTAINER = "Unsteal Developers <dev@unsteal.invalid>"
 # unless each ran and passed (the unit test of the vcpu_cgroup options and
 # placement rule; the augeas lens test of qemu.conf, which the series extends).
 OUR_TESTS = ["qemuvcpucgrouptest", "check-augeas-libvirtd_qemu"]
-# What apt installs in the installation check (it pulls the rest).
-INSTALL = ["libvirt-daemon-system", "libvirt-clients", "libvirt-daemon-driver-qemu"]
+# The series' autopkgtests: debian/tests/control stanzas and their scripts.
+AUTOPKGTEST_DIR = os.path.join(ROOT, "libvirt-patches", "autopkgtest")
 
 
 def resolve_stack(arg, package):
@@ -76,7 +75,6 @@ def _stack_date(stack_dir):
 
 
 def _rel(path):
-    from ..common import ROOT
     return os.path.relpath(path, ROOT)
 
 
@@ -130,6 +128,86 @@ def _install_units(tree, base, patch_paths):
     return units
 
 
+# A .rst file a patch of the series adds or changes ("+++ b/PATH.rst")
+RST_RE = re.compile(r"^\+\+\+ b/(\S+\.rst)$", re.M)
+
+
+def check_docs(tree, patch_paths):
+    """The reStructuredText files the series changes, on the patched tree,
+    through rst2html5 --strict as libvirt's documentation build runs them
+    (dh_auto_build stops at the first problem, 5 minutes into a build;
+    the lab's own builds leave the documentation out).  Returns their
+    names."""
+    names = sorted({n for p in patch_paths for n in RST_RE.findall(open(p).read())})
+    if names and not shutil.which("rst2html5"):
+        raise LabError("rst2html5 is missing (package python3-docutils); run tools/lab setup")
+    bad = []
+    for name in names:
+        p = run(["rst2html5", "--exit-status=1", "--stylesheet=", "--strict",
+                 os.path.join(tree, name), os.devnull], check=False, capture=True)
+        if p.returncode:
+            bad.append(f"{name}: {(p.stderr or p.stdout).strip().splitlines()[0]}")
+    if bad:
+        raise LabError("the series' documentation does not build (rst2html5 --strict):\n  "
+                       + "\n  ".join(bad))
+    return names
+
+
+def changelog_entry(tree, base, version, stack_dir, patches, date):
+    """Our entry on top of debian/changelog, written by dch: the rebuild,
+    then one item per patch of the series.  dch dates an entry with the
+    current time; the date line is then set to the stack's last commit, so
+    the same series gives the same source package (SOURCE_DATE_EPOCH)."""
+    if not shutil.which("dch"):
+        raise LabError("dch is missing (package devscripts); run tools/lab setup")
+    name, mail = re.fullmatch(r"(.*) <(.*)>", MAINTAINER).groups()
+    env = {"DEBFULLNAME": name, "DEBEMAIL": mail, "TZ": "UTC", "LC_ALL": "C.UTF-8"}
+    n = len(patches)
+    head = (f"Rebuild with the unsteal patch series: {n} patch{'es' if n != 1 else ''} in "
+            f"debian/patches/{SUFFIX_NAME}/ (from {os.path.basename(stack_dir)}), with their "
+            f"autopkgtests in debian/tests/:")
+    dch = ["dch", "--no-conf", "--no-auto-nmu", "--check-dirname-level", "0"]
+    run(dch + ["--newversion", version, "--distribution", base["suite"],
+               "--force-distribution", "--urgency", "medium", head],
+        cwd=tree, env=env, quiet=True)
+    for name in patches:
+        run(dch + ["--append", _subject(os.path.join(stack_dir, name))], cwd=tree, env=env,
+            quiet=True)
+    chl = os.path.join(tree, "debian", "changelog")
+    with open(chl) as fh:
+        text = fh.read()
+    text, subs = re.subn(r"^( -- .*>  ).*$", lambda m: m.group(1) + date, text, count=1,
+                         flags=re.M)
+    if not subs:
+        raise LabError(f"dch wrote no trailer line in {chl}")
+    with open(chl, "w") as fh:
+        fh.write(text)
+
+
+def _add_autopkgtests(tree):
+    """The series' autopkgtests (libvirt-patches/autopkgtest/) into the
+    source package: the scripts into debian/tests/, their stanzas appended
+    to debian/tests/control (made if the package has no tests of its own;
+    Debian's own tests stay as they are).  Returns the tests' names."""
+    tests = os.path.join(tree, "debian", "tests")
+    control = os.path.join(tests, "control")
+    with open(os.path.join(AUTOPKGTEST_DIR, "control")) as fh:
+        ours = fh.read()
+    names = re.findall(r"^Tests:\s*(\S+)", ours, re.M)
+    mkdirs(tests)
+    for name in names:
+        dst = os.path.join(tests, name)
+        if os.path.exists(dst):
+            raise LabError(f"Debian's package already has debian/tests/{name}")
+        shutil.copy(os.path.join(AUTOPKGTEST_DIR, name), dst)
+        os.chmod(dst, 0o755)
+    text = open(control).read().rstrip("\n") + "\n\n" if os.path.exists(control) else ""
+    body = "\n".join(ln for ln in ours.splitlines() if not ln.startswith("#")).strip()
+    with open(control, "w") as fh:
+        fh.write(text + body + "\n")
+    return names
+
+
 def prepare(stack_dir, sub="src"):
     """Assemble Debian's source package with the series; returns (base, info dict).
 
@@ -164,22 +242,9 @@ def prepare(stack_dir, sub="src"):
         fh.write(f"# unsteal: {_rel(stack_dir)}/series\n")
         fh.write("".join(f"{SUFFIX_NAME}/{n}\n" for n in patches))
     _install_units(tree, base, [os.path.join(stack_dir, n) for n in patches])
+    _add_autopkgtests(tree)
     date, ts = _stack_date(stack_dir)
-    subjects = [_subject(os.path.join(stack_dir, n)) for n in patches]
-    head = (f"Rebuild with the unsteal patch series ({len(patches)} "
-            f"patch{'es' if len(patches) != 1 else ''} from {_rel(stack_dir)}/, in "
-            f"debian/patches/{SUFFIX_NAME}/):")
-    entry = [f"{base['package']} ({version}) {base['suite']}; urgency=medium", ""]
-    entry += textwrap.wrap(head, 78, initial_indent="  * ", subsequent_indent="    ",
-                           break_on_hyphens=False)
-    for s in subjects:
-        entry += textwrap.wrap(s, 78, initial_indent="    - ", subsequent_indent="      ",
-                               break_on_hyphens=False)
-    entry += ["", f" -- {MAINTAINER}  {date}", "", ""]
-    chl = os.path.join(tree, "debian", "changelog")
-    text = open(chl).read()
-    with open(chl, "w") as fh:
-        fh.write("\n".join(entry) + text)
+    changelog_entry(tree, base, version, stack_dir, patches, date)
     got = run(["dpkg-parsechangelog", "-S", "Version"], cwd=tree, capture=True).stdout.strip()
     if got != version:
         raise LabError(f"debian/changelog: version {got!r}, expected {version!r}")
@@ -201,12 +266,14 @@ def prepare(stack_dir, sub="src"):
     dsc = os.path.join(wd, f"{base['package']}_{version.split(':')[-1]}.dsc")
     if not os.path.exists(dsc):
         raise LabError(f"dpkg-source did not write {dsc}")
+    docs = check_docs(tree, [os.path.join(stack_dir, n) for n in patches])
     applied = [ln.strip() for ln in open(os.path.join(tree, ".pc", "applied-patches"))]
     ours = [a for a in applied if a.startswith(SUFFIX_NAME + "/")]
     if len(ours) != len(patches):
         raise LabError(f"only {len(ours)} of {len(patches)} patches of the series applied")
     step(f"package: source package {os.path.basename(dsc)}: {len(applied) - len(ours)} Debian "
-         f"patch(es) + {len(ours)} of ours apply with fuzz 0")
+         f"patch(es) + {len(ours)} of ours apply with fuzz 0; "
+         f"{len(docs)} .rst file(s) of the series pass rst2html5 --strict")
     return base, {"version": version, "dsc": dsc, "srcdir": wd, "tree": tree,
                   "debian_patches": len(applied) - len(ours), "ours": len(ours), "ts": ts}
 
@@ -219,9 +286,12 @@ def check_prepare(stack_dir):
 
 
 def _deps_tarball(base, tree):
-    """Cache key of a root with the Build-Depends installed: suite + debian/control."""
+    """Cache key of a root with the Build-Depends installed: suite, the
+    format of the root it is made from, and debian/control."""
+    h = hashlib.sha256(chroot.ROOT_FORMAT.encode())
     with open(os.path.join(tree, "debian", "control"), "rb") as fh:
-        h = hashlib.sha256(fh.read()).hexdigest()[:12]
+        h.update(fh.read())
+    h = h.hexdigest()[:12]
     return os.path.join(chroot.chroots_dir(), f"{base['suite']}-{chroot.host_arch()}-"
                         f"{base['package']}-deps-{h}.tar.zst")
 
@@ -360,113 +430,44 @@ def build(stack_dir, jobs=None, keep_root=False):
             root.remove()
 
 
-def install_root(suite, debs, rootdir):
-    """A fresh root of the suite whose apt also sees debs, in a local
-    repository (/srv/unsteal-debs): apt installs them with their
-    dependencies from the archive.  The caller removes it."""
-    root = chroot.Root(chroot.base_tarball(suite), rootdir)
-    try:
-        repo = os.path.join(rootdir, "srv", "unsteal-debs")
-        mkdirs(repo)
-        for f in debs:
-            shutil.copy(f, repo)
-        pk = run(["dpkg-scanpackages", "-m", "."], cwd=repo, capture=True).stdout
-        with open(os.path.join(repo, "Packages"), "w") as fh:
-            fh.write(pk)
-        with open(os.path.join(rootdir, "etc/apt/sources.list.d/unsteal-local.sources"),
-                  "w") as fh:
-            fh.write("Types: deb\nURIs: file:/srv/unsteal-debs\nSuites: ./\n"
-                     "Trusted: yes\n")
-    except BaseException:
-        root.remove()
-        raise
-    return root
-
-
 def install_check(stack_dir):
-    """Install the built packages into a fresh root of the suite with apt and run them."""
+    """The source package's autopkgtests against the built .debs: Debian's
+    own (debian/tests) and the series' (libvirt-patches/autopkgtest/), in a
+    fresh testbed of the suite (autopkgtest.py).  A test that needs an
+    isolation the testbed does not offer is skipped, and named."""
     base = read_kv(os.path.join(stack_dir, "BASE"))
     version = local_version(base)
     out = outdir(base)
-    debs = glob.glob(os.path.join(out, "*.deb"))
-    if not debs:
-        raise LabError(f"no packages in {_rel(out)}; run tools/lab package libvirt "
-                       f"--stack {_rel(stack_dir)} first")
-    root = install_root(base["suite"], debs, os.path.join(workdir(base), "install-root"))
+    debs = sorted(d for d in glob.glob(os.path.join(out, "*.deb"))
+                  if not os.path.basename(d).split("_")[0].endswith("-dbgsym"))
+    dsc = os.path.join(out, f"{base['package']}_{version.split(':')[-1]}.dsc")
+    if not debs or not os.path.exists(dsc):
+        raise LabError(f"no source and binary packages in {_rel(out)}; run tools/lab package "
+                       f"libvirt --stack {_rel(stack_dir)} first")
     tag = f"{base['package']}-{version}"
-    log = os.path.join(logs_dir(), f"package-{tag}-install.log")
-    try:
-        step(f"install check: apt-get install {' '.join(INSTALL)} in a fresh {base['suite']} "
-             f"root; log: {_rel(log)}")
-        pkgs = " ".join(INSTALL)
-        install = f"""
-apt-get update -q
-echo '== apt-cache policy libvirt0'; apt-cache policy libvirt0
-apt-get install -y -q {pkgs}
-echo '== installed versions'
-dpkg-query -W -f '${{Package}} ${{Version}}\\n' 'libvirt*'
-for p in {pkgs} libvirt0; do
-  v=$(dpkg-query -W -f '${{Version}}' $p)
-  [ "$v" = "{version}" ] || {{ echo "FAIL: $p is $v, not {version}"; exit 1; }}
-done
-"""
-        # The daemon runs in the root's own network namespace (net=False):
-        # its network driver must never touch the host's interfaces.
-        checks = """
-# Debian ships the monolithic libvirtd; modular daemons where a release has them.
-if command -v virtqemud >/dev/null; then D=virtqemud; else D=libvirtd; fi
-echo "== daemon: $D"
-for b in virtqemud libvirtd; do
-  command -v $b >/dev/null && { echo "== $b --version"; $b --version; }
-done
-echo '== virsh --version'; virsh --version
-echo '== virsh -c test:///default list --all'; virsh -c test:///default list --all
-echo '== qemu.conf documents the series option'
-grep -n '^#vcpu_cgroup' /etc/libvirt/qemu.conf
-rm -f /etc/libvirt/qemu/networks/autostart/*.xml
-mkdir -p /run/libvirt
-echo "== $D parses the series option: a bad value stops it"
-cp /etc/libvirt/qemu.conf /etc/libvirt/qemu.conf.dist
-echo 'vcpu_cgroup = "bogus"' >> /etc/libvirt/qemu.conf
-rc=0; timeout 120 $D > /tmp/bad-conf.log 2>&1 || rc=$?
-cat /tmp/bad-conf.log
-# (the daemon stops itself when a driver fails to initialise; 124: still running)
-[ $rc -ne 124 ] || { echo "FAIL: $D kept running with vcpu_cgroup=bogus"; exit 1; }
-grep -q "unknown vcpu_cgroup value 'bogus'" /tmp/bad-conf.log || \
-  { echo "FAIL: no vcpu_cgroup error from $D"; exit 1; }
-cp /etc/libvirt/qemu.conf.dist /etc/libvirt/qemu.conf
-echo 'vcpu_cgroup = "per-host"' >> /etc/libvirt/qemu.conf
-echo "== $D running in the root with vcpu_cgroup = per-host"
-$D --daemon
-if [ $D = virtqemud ]; then S=virtqemud-sock; else S=libvirt-sock; fi
-for i in $(seq 150); do [ -S /run/libvirt/$S ] && break; sleep 0.2; done
-virsh -c qemu:///system uri
-virsh -c qemu:///system list --all
-echo '== virt-admin server list'
-virt-admin -c $D:///system server-list
-echo 'install check: OK'
-"""
-        root.run(install, log=log)
-        try:
-            root.run(checks, log=log + ".checks", net=False)
-        finally:
-            with open(log, "a") as fh:
-                fh.write(open(log + ".checks", errors="replace").read())
-            os.unlink(log + ".checks")
-        text = open(log, errors="replace").read()
-        vers = re.search(r"^== (?:virtqemud|libvirtd) --version\n(.*)$", text, re.M)
-        step(f"install check: {len(INSTALL)} packages at {version} installed with apt; "
-             f"{vers.group(1).strip() if vers else ''}; it refuses vcpu_cgroup=bogus, runs with "
-             f"per-host; virsh answered against test:///default and the running daemon")
-    finally:
-        root.remove()
+    log = os.path.join(logs_dir(), f"package-{tag}-autopkgtest.log")
+    results = autopkgtest.run_tests(dsc, debs, base["suite"], os.path.join(out, "autopkgtest"),
+                                    log)
+    # (autopkgtest reports a test it cannot run twice: when it finds it, and
+    # in its summary)
+    passed = list(dict.fromkeys(n for n, r, _ in results if r == "PASS"))
+    skipped = list(dict.fromkeys(n for n, r, _ in results if r != "PASS"))
+    summary = os.path.join(out, "SUMMARY")
+    keep = ([ln for ln in open(summary) if not ln.startswith("autopkgtest_")]
+            if os.path.exists(summary) else [])
+    with open(summary, "w") as fh:
+        fh.write("".join(keep) + f"autopkgtest_passed={' '.join(passed)}\n"
+                 f"autopkgtest_skipped={' '.join(skipped)}\n")
+    step(f"install check: {tag}: {len(passed)} autopkgtest(s) passed ({', '.join(passed)}); "
+         f"{len(skipped)} skipped for isolation this testbed lacks "
+         f"({', '.join(skipped) or 'none'})")
 
 
 def command(args):
     if os.geteuid() != 0:
-        raise LabError("tools/lab package needs root (apt, debootstrap, chroot)")
+        raise LabError("tools/lab package needs root (apt, mmdebstrap, chroot)")
     # One command from a clean clone: deb-src entries and the tools it needs
-    # (debootstrap, quilt, dpkg-dev, ...) come from setup, idempotent.
+    # (mmdebstrap, quilt, dpkg-dev, ...) come from setup, idempotent.
     sources.setup()
     if args.what == "libvirt":
         stack_dir = resolve_stack(args.stack, "libvirt")

@@ -157,7 +157,7 @@ def build_and_check():
 
 def command(args):
     if os.geteuid() != 0:
-        raise LabError("tools/lab package needs root (apt, debootstrap, chroot)")
+        raise LabError("tools/lab package needs root (apt, mmdebstrap, chroot)")
     sources.setup()
     if not args.install_check_only:
         build(jobs=args.jobs, keep_root=args.keep_root)

@@ -35,8 +35,10 @@ PACKAGES = {
                      "kmod",
                      # checkpatch.pl's SPDX check (scripts/spdxcheck.py)
                      "python3-ply", "python3-git"],
-    # autopkgtest, uidmap: the packages' autopkgtests (package/autopkgtest.py)
-    "packaging": ["debootstrap", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
+    # mmdebstrap: every Debian root (package/chroot.py); devscripts: dch for
+    # the changelog entries; autopkgtest, uidmap: the packages' autopkgtests
+    # (package/autopkgtest.py)
+    "packaging": ["mmdebstrap", "devscripts", "dpkg-dev", "quilt", "zstd", "debian-archive-keyring",
                   "util-linux", "autopkgtest", "uidmap"],
     # bash-static: run_vmtests.sh in the kselftest guest, which has busybox only;
     # e2fsprogs: mkfs.ext4 for the kselftest guest's scratch disk

@@ -58,6 +58,12 @@ TESTS_V2 = TESTS_V2_PLACEMENT + ["vcpu_cgroup_memory"]
 TESTS_WITH_MACHINED = TESTS_V2 + ["vcpu_cgroup_machined", "vcpu_cgroup_weights",
                                   "vcpu_cgroup_crash"]
 
+# On an image built from our .debs (testhost build --libvirt packages), the
+# rows with systemd also run the libvirt source package's autopkgtests that
+# need a whole machine (tests/integration/test_libvirt_autopkgtest.py; not
+# in tests/meson.build: the development host has no packages to test).
+PACKAGE_TESTS = ["libvirt_autopkgtest"]
+
 VARIANTS = {
     "v2-systemd": {
         "desc": "cgroup v2 (unified), systemd as PID 1 without machined; the tests run "
@@ -258,11 +264,29 @@ def test_build():
         lock.close()
 
 
+def image_libvirt(rel=DEFAULT):
+    """Where the release's built image has its libvirt from ('tree' or
+    'packages'; None before a build)."""
+    try:
+        with open(os.path.join(rel.dir, "image.json")) as fh:
+            return json.load(fh).get("libvirt")
+    except (OSError, ValueError):
+        return None
+
+
+def has_systemd(variant):
+    return "init=" not in VARIANTS[variant]["append"]
+
+
 def tests_in_host(variant, rel=DEFAULT):
-    """What tools/lab test runs on a row; an image without unsteal's .deb
-    leaves out the test of its service."""
+    """What a matrix run runs on a row; an image without unsteal's .deb
+    leaves out the test of its service, one from our .debs adds
+    PACKAGE_TESTS on the rows with systemd."""
     tests = VARIANTS[variant].get("tests", TESTS_IN_HOST)
-    return tests if rel.unsteal_deb else [t for t in tests if t != "unsteal_service"]
+    tests = tests if rel.unsteal_deb else [t for t in tests if t != "unsteal_service"]
+    if image_libvirt(rel) == "packages" and has_systemd(variant):
+        tests = tests + PACKAGE_TESTS
+    return tests
 
 
 def lanes():
@@ -370,7 +394,7 @@ def _command(args):
     variants = list(VARIANTS) if args.variant == "all" else [args.variant]
     matrix = args.tests == "matrix"
     tests = args.tests.split(",") if args.tests and not matrix else None
-    known = integration_tests()
+    known = integration_tests() + PACKAGE_TESTS
     for t in tests or []:
         if t not in known:
             raise LabError(f"unknown test {t!r}; 'matrix' or one of {', '.join(known)}")

@@ -33,9 +33,9 @@ from ..lab import guest
 from ..stack import stacks
 from ..package.chroot import Root, no_services, rmtree, unpack
 from .testhostrelease import DEFAULT
-from .testhostroot import (IN, IN_BUILD, IN_STOCK_PREFIX, LIBVIRT_FROM, base_tarball,
-                           build_in_root, check_stock, in_prefix, package_debs,
-                           runtime_tarball, write_file)
+from .testhostroot import (IN, IN_BUILD, IN_SOURCE_PACKAGE, IN_STOCK_PREFIX, LIBVIRT_FROM,
+                           base_tarball, build_in_root, check_stock, in_prefix, package_debs,
+                           package_source, runtime_tarball, write_file)
 
 KERNEL_EXTRA = []   # lab.config carries what the test host needs
 
@@ -102,6 +102,10 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT
             shutil.copy2(unit, r + "/usr/lib/systemd/system/" + os.path.basename(unit))
     else:
         _mask_libvirt_units(r)
+        # The source package of the .debs: its autopkgtests run in the host.
+        mkdirs(r + IN_SOURCE_PACKAGE)
+        for f in package_source(rel.stack.dir):
+            shutil.copy2(f, r + IN_SOURCE_PACKAGE)
     if stock:
         run(["cp", "-a", buildroot + IN_STOCK_PREFIX, r + IN_STOCK_PREFIX])
     shutil.copy2(buildroot + IN_BUILD + "/unsteal-build/src/unsteal",

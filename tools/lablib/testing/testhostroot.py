@@ -2,12 +2,12 @@
 """The Debian roots of tools/lab testhost, and our builds in them.
 
 Every root is of one release's suite (testhostrelease.py: trixie, or
-bookworm for the 9.0.0 port), starts as debootstrap minbase from the
+bookworm for the 9.0.0 port), starts as mmdebstrap minbase from the
 mirror of the machine's own apt sources and is installed with apt inside a
 chroot (chroot.Root: a private mount namespace, so nothing stays mounted
 and no process outlives the command).  Each root is made once and kept as
 a tarball in ~/.cache/unsteal/testhost (delete at will):
-  base-SUITE-KEY.tar.zst       debootstrap + BASE_PACKAGES
+  base-SUITE-KEY.tar.zst       mmdebstrap minbase with BASE_PACKAGES
   build-SUITE-KEY.tar.zst      base + BUILD_PACKAGES (the libvirt build root)
   root-SUITE-KEY.tar.zst       base + the runtime libraries of our build
   root-debs-SUITE-KEY.tar.zst  the same with our .debs (build --libvirt packages)
@@ -24,6 +24,7 @@ the test host.  The image is made from these roots in testhostimage.py.
 
 import glob
 import hashlib
+import itertools
 import os
 import shlex
 import shutil
@@ -91,11 +92,16 @@ HOST_PACKAGES = ["systemd-container"]
 #             /etc/libvirt, /run/libvirt) through UNSTEAL_LIBVIRT_PREFIX=/.
 LIBVIRT_FROM = ("tree", "packages")
 PACKAGE_INSTALL = ["libvirt-daemon-system", "libvirt-clients"]
+# With the packages, what the libvirt source package's machine-level
+# autopkgtests need in the image, which has no network (libvirt_autopkgtest):
+# autopkgtest itself with dpkg-source, and the tests' Depends (the LXC
+# driver for Debian's smoke-lxc; libxml2-utils for its virt-xml-validate).
+PACKAGE_TESTBED = ["autopkgtest", "dpkg-dev", "libxml2-utils", "libvirt-daemon-driver-lxc"]
 # Packages whose versions must be ours after the install.
 PACKAGE_OURS = ["libvirt0", "libvirt-daemon-driver-qemu", "libvirt-daemon-log",
                 "libvirt-clients", "libvirt-daemon-system"]
 LOCAL_REPO = "/var/local/unsteal-debs"
-ROOT_FORMAT = "1"   # bump when the way roots are made changes
+ROOT_FORMAT = "2"   # bump when the way roots are made changes (2: mmdebstrap)
 
 
 # ---------------------------------------------------------------- roots
@@ -163,12 +169,12 @@ def _cached_root(rel, name, parent, packages, key, debs=None):
     repository next to the archive's packages."""
     def make(tmp):
         if parent is None:
-            log = rel.log("debootstrap")
-            step(f"testhost: debootstrap {rel.suite} (minbase; log in "
-                 f"{os.path.relpath(log, ROOT)})")
-            chroot.debootstrap(rel.suite, tmp, "minbase", log, nice=True)
-        else:
-            chroot.unpack(parent, tmp)
+            log = rel.log("mmdebstrap")
+            step(f"testhost: mmdebstrap {rel.suite} (minbase with {len(packages)} package(s); "
+                 f"log in {os.path.relpath(log, ROOT)})")
+            chroot.mmdebstrap(rel.suite, tmp, "minbase", log, include=packages, nice=True)
+            return
+        chroot.unpack(parent, tmp)
         # No service starts while packages are installed into the root.
         prc = chroot.no_services(tmp)
         after = _local_repo(tmp, debs[1], debs[0]) if debs else ""
@@ -361,17 +367,42 @@ def package_debs(stack_dir=None):
     return version, debs
 
 
+# Where the image has the libvirt source package of its .debs, for the
+# machine-level autopkgtests (tests/integration/test_libvirt_autopkgtest.py).
+IN_SOURCE_PACKAGE = IN_BUILD + "/packages"
+
+
+def package_source(stack_dir=None):
+    """The source package (.dsc and its tarballs) beside package_debs()'s
+    .debs: the one they were built from."""
+    from ..package import libvirt_deb
+    from ..common import read_kv
+    base = read_kv(os.path.join(stack_dir or DEFAULT.stack.dir, "BASE"))
+    out = libvirt_deb.outdir(base)
+    dsc = glob.glob(os.path.join(out, "*.dsc"))
+    if len(dsc) != 1:
+        raise LabError(f"{os.path.relpath(out, ROOT)} has {len(dsc)} .dsc files, not one")
+    lines = open(dsc[0]).read().split("\nFiles:\n", 1)[1].split("\n")
+    files = [dsc[0]] + [os.path.join(out, ln.split()[-1]) for ln in
+                        itertools.takewhile(lambda ln: ln.startswith(" "), lines)]
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        raise LabError(f"the source package lacks {', '.join(missing)}")
+    return files
+
+
 def runtime_tarball(buildroot, libvirt_from="tree", debs=None, extra=(), rel=DEFAULT,
                     stock=False):
     """The cached runtime root of a release for what build_in_root() built in
     buildroot: base plus the packages of its shared libraries,
     KERNEL_PACKAGES, HOST_PACKAGES and extra (with debs from package_debs(),
-    also PACKAGE_INSTALL and our .debs); (tarball, its package list)."""
+    also PACKAGE_INSTALL, PACKAGE_TESTBED and our .debs); (tarball, its
+    package list)."""
     pkgs = runtime_packages(buildroot, libvirt_from, rel, stock)
     step(f"testhost: runtime libraries come from {len(pkgs)} package(s): {' '.join(pkgs)}")
     pkgs = sorted(set(pkgs) | set(KERNEL_PACKAGES) | set(HOST_PACKAGES) | set(extra))
     if debs:
-        pkgs = sorted(set(pkgs) | set(PACKAGE_INSTALL))
+        pkgs = sorted(set(pkgs) | set(PACKAGE_INSTALL) | set(PACKAGE_TESTBED))
         h = hashlib.sha256()
         for d in debs[1]:
             h.update(os.path.basename(d).encode() + b"\0" + open(d, "rb").read())
