@@ -102,10 +102,12 @@ def assemble(root_tar, buildroot, libvirt_from="tree", version=None, rel=DEFAULT
             shutil.copy2(unit, r + "/usr/lib/systemd/system/" + os.path.basename(unit))
     else:
         _mask_libvirt_units(r)
-        # The source package of the .debs: its autopkgtests run in the host.
+        # The source package of the .debs: its autopkgtests run in the host,
+        # from the package's qemu.conf (the lab's tests write their own).
         mkdirs(r + IN_SOURCE_PACKAGE)
         for f in package_source(rel.stack.dir):
             shutil.copy2(f, r + IN_SOURCE_PACKAGE)
+        shutil.copy2(r + "/etc/libvirt/qemu.conf", r + IN_SOURCE_PACKAGE + "/qemu.conf")
     if stock:
         run(["cp", "-a", buildroot + IN_STOCK_PREFIX, r + IN_STOCK_PREFIX])
     shutil.copy2(buildroot + IN_BUILD + "/unsteal-build/src/unsteal",
