@@ -30,16 +30,15 @@ tree's libvirt, no systemd) the test skips.
 
 import glob
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 
 import labtest
+from lablib.package.autopkgtest import parse_summary
 
 SOURCE_DIR = "/unsteal/_build/packages"
 TESTS = ["unsteal-schedinfo", "unsteal-qemu-conf", "smoke-lxc"]
-SUMMARY_RE = re.compile(r"^(\S+)\s+(PASS|FAIL|SKIP|FLAKY|NEUTRAL|BAD)\b *(.*)$")
 
 
 def systemctl(*args):
@@ -85,8 +84,7 @@ def main(t):
         for u in units:
             systemctl("stop", os.path.basename(u))
     text = open(summary).read() if os.path.exists(summary) else ""
-    results = {m.group(1): (m.group(2), m.group(3))
-               for m in map(SUMMARY_RE.match, text.splitlines()) if m}
+    results = {name: (result, detail) for name, result, detail in parse_summary(text)}
     for name in TESTS:
         result, detail = results.get(name, ("missing", ""))
         # autopkgtest keeps a test's output as NAME-stdout and NAME-stderr
