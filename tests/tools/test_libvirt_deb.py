@@ -252,4 +252,39 @@ for ext, want in ((".in", "usr/lib/systemd/system/machine-x.slice\n"),
 ok(libvirt_deb._install_units(tree, {"package": "linux", "version": "1"}, [unit_patch]) == [],
    "other packages get no unit")
 
+# 7. lintian: an override of package-has-long-file-name only for the packages
+# whose name the version suffix takes past lintian's limit (the limit and
+# the three names of Debian 13's libvirt that lintian named: 82, 82 and 87
+# characters with +unsteal1, 73 to 78 without); Debian's own warnings are
+# named, any other error or warning is the rebuild's.
+tree = os.path.join(WORK, "lintian")
+os.makedirs(os.path.join(tree, "debian"), exist_ok=True)
+with open(os.path.join(tree, "debian", "control"), "w") as fh:
+    fh.write("Source: libvirt\n\nPackage: libvirt-daemon\nArchitecture: any\n\n"
+             "Package: libvirt-daemon-driver-storage-logical\nArchitecture: any\n\n"
+             "Package: libvirt-daemon-driver-storage-iscsi-direct\nArchitecture: any\n")
+iscsi = os.path.join(tree, "debian", "libvirt-daemon-driver-storage-iscsi-direct.lintian-overrides")
+with open(iscsi, "w") as fh:
+    fh.write("# Debian's own\nsome-other-tag")
+got = libvirt_deb._add_lintian_overrides(tree, "11.3.0-3+deb13u3+unsteal1", "11.3.0-3+deb13u3")
+ok(got == ["libvirt-daemon-driver-storage-logical", "libvirt-daemon-driver-storage-iscsi-direct"],
+   "the packages whose .deb name the suffix makes too long get an override", got)
+ok(open(iscsi).read().startswith("# Debian's own\nsome-other-tag\n#")
+   and open(iscsi).read().endswith("\npackage-has-long-file-name\n"),
+   "an override file Debian has keeps its lines, ours appended", open(iscsi).read())
+ok(not os.path.exists(os.path.join(tree, "debian", "libvirt-daemon.lintian-overrides")),
+   "a short name gets no override")
+got = libvirt_deb._add_lintian_overrides(tree, "11.3.0-3+deb13u3+unsteal1",
+                                         "11.3.0-3+deb13u3+a+long+revision+of+debian")
+ok(got == [], "no override where Debian's own name is already past the limit", got)
+lint_log = os.path.join(WORK, "lintian.log")
+with open(lint_log, "w") as fh:
+    fh.write("W: libvirt-daemon-plugin-sanlock: missing-systemd-timer-for-cron-script "
+             "[etc/cron.weekly/x]\nI: libvirt: some-info\n"
+             "W: libvirt-daemon: spelling-error-in-binary x y\n")
+bad, own = libvirt_deb.lintian_unexplained(lint_log)
+ok(own == ["missing-systemd-timer-for-cron-script"] and len(bad) == 1
+   and "spelling-error-in-binary" in bad[0],
+   "lintian: Debian's own warning named, any other warning is the rebuild's", (bad, own))
+
 sys.exit(tap.end())

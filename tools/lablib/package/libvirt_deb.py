@@ -42,6 +42,18 @@ MAINTAINER = "Unsteal Developers <dev@unsteal.invalid>"
 OUR_TESTS = ["qemuvcpucgrouptest", "check-augeas-libvirtd_qemu"]
 # The series' autopkgtests: debian/tests/control stanzas and their scripts.
 AUTOPKGTEST_DIR = os.path.join(ROOT, "libvirt-patches", "autopkgtest")
+# lintian's limit on a .deb's name, counted with the architecture replaced
+# by its longest one (lintian's Archive/File/Name/Length check).
+LINTIAN_NAME_LIMIT = 80
+LINTIAN_LONGEST_ARCH = len("kfreebsd-amd64")
+# Warnings lintian gives Debian's own, unmodified libvirt packages too: they
+# are Debian's to fix, not the rebuild's.  Any other error or warning fails
+# the build.  (Seen with lintian on Debian's libvirt-sanlock
+# 9.0.0-4+deb12u2 and libvirt-daemon-plugin-sanlock 11.3.0-3+deb13u3.)
+LINTIAN_DEBIANS_OWN = {
+    "missing-systemd-timer-for-cron-script":
+        "Debian's sanlock package ships a weekly cron script",
+}
 
 
 def resolve_stack(arg, package):
@@ -208,6 +220,37 @@ def _add_autopkgtests(tree):
     return names
 
 
+def _control_packages(tree):
+    """The binary packages of debian/control."""
+    text = open(os.path.join(tree, "debian", "control")).read()
+    return re.findall(r"^Package:\s*(\S+)", text, re.M)
+
+
+def lintian_name_length(package, version):
+    """The length lintian gives the name of package's .deb at version."""
+    return (len(f"{package}_{version.split(':')[-1]}_") + LINTIAN_LONGEST_ARCH
+            + len(".deb"))
+
+
+def _add_lintian_overrides(tree, version, base_version):
+    """A lintian override of package-has-long-file-name for each binary
+    package whose .deb name only the rebuild's version suffix takes past
+    lintian's limit (Debian's own name is within it).  Returns their names."""
+    long_names = [p for p in _control_packages(tree)
+                  if lintian_name_length(p, version) > LINTIAN_NAME_LIMIT
+                  >= lintian_name_length(p, base_version)]
+    for package in long_names:
+        path = os.path.join(tree, "debian", f"{package}.lintian-overrides")
+        old = open(path).read() if os.path.exists(path) else ""
+        with open(path, "w") as fh:
+            fh.write(old + ("" if not old or old.endswith("\n") else "\n")
+                     + f"# The rebuild's version suffix (+{SUFFIX_NAME}N) makes this name "
+                       f"longer than\n# lintian's {LINTIAN_NAME_LIMIT} characters; "
+                       f"Debian's own name is within them.\n"
+                     + "package-has-long-file-name\n")
+    return long_names
+
+
 def prepare(stack_dir, sub="src"):
     """Assemble Debian's source package with the series; returns (base, info dict).
 
@@ -243,6 +286,7 @@ def prepare(stack_dir, sub="src"):
         fh.write("".join(f"{SUFFIX_NAME}/{n}\n" for n in patches))
     _install_units(tree, base, [os.path.join(stack_dir, n) for n in patches])
     _add_autopkgtests(tree)
+    overridden = _add_lintian_overrides(tree, version, base["version"])
     date, ts = _stack_date(stack_dir)
     changelog_entry(tree, base, version, stack_dir, patches, date)
     got = run(["dpkg-parsechangelog", "-S", "Version"], cwd=tree, capture=True).stdout.strip()
@@ -275,7 +319,8 @@ def prepare(stack_dir, sub="src"):
          f"patch(es) + {len(ours)} of ours apply with fuzz 0; "
          f"{len(docs)} .rst file(s) of the series pass rst2html5 --strict")
     return base, {"version": version, "dsc": dsc, "srcdir": wd, "tree": tree,
-                  "debian_patches": len(applied) - len(ours), "ours": len(ours), "ts": ts}
+                  "debian_patches": len(applied) - len(ours), "ours": len(ours), "ts": ts,
+                  "lintian_overrides": overridden}
 
 
 def check_prepare(stack_dir):
@@ -375,6 +420,21 @@ def lintian(root, tag, files="*.changes"):
     return lint_log, tags
 
 
+def lintian_unexplained(lint_log):
+    """The error and warning lines of a lintian log whose tag is not in
+    LINTIAN_DEBIANS_OWN, and the tags of those that are."""
+    bad, own = [], set()
+    for line in open(lint_log, errors="replace"):
+        m = re.match(r"^([EW]): \S+: (\S+)", line)
+        if not m:
+            continue
+        if m.group(2) in LINTIAN_DEBIANS_OWN:
+            own.add(m.group(2))
+        else:
+            bad.append(line.rstrip("\n"))
+    return bad, sorted(own)
+
+
 def collect(bdir, srcdir, out, lint_log):
     """A build's results into out, made anew: the binary packages with their
     .buildinfo and .changes from bdir, the source package from srcdir (links
@@ -402,6 +462,13 @@ def build(stack_dir, jobs=None, keep_root=False):
         lint_log, tags = lintian(root, tag)
         out = outdir(base)
         collect(bdir, info["srcdir"], out, lint_log)
+        bad, own = lintian_unexplained(lint_log)
+        if bad:
+            raise LabError(f"lintian: {len(bad)} error(s) or warning(s) of the rebuild:\n"
+                           + "\n".join(bad[:20]))
+        for t in own:
+            step(f"package: lintian: {t}: Debian's own ({LINTIAN_DEBIANS_OWN[t]}), "
+                 f"as on Debian's unmodified package")
         ours_ok = []
         for t in OUR_TESTS:
             # " 132/161 libvirt:bin / NAME   OK" (11.x) or " 130/174 NAME   OK" (9.x)
@@ -422,7 +489,9 @@ def build(stack_dir, jobs=None, keep_root=False):
                                for k, v in counts.items())
                      + "".join(f"test={' '.join(ln.split())}\n" for ln in ours_ok)
                      + f"lintian_errors={tags['E']}\nlintian_warnings={tags['W']}\n"
-                     f"lintian_info={tags['I']}\ndebs={len(debs)}\n")
+                     f"lintian_info={tags['I']}\nlintian_debians_own={' '.join(own)}\n"
+                     f"lintian_overrides={' '.join(info['lintian_overrides'])}\n"
+                     f"debs={len(debs)}\n")
         step(f"package: {len(debs)} .deb in {_rel(out)}")
         return base, out
     finally:
