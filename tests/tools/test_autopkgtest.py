@@ -118,6 +118,17 @@ ok(autopkgtest.parse_summary(summary) == [
    "parse_summary: every result kind with its detail; other lines skipped",
    autopkgtest.parse_summary(summary))
 
+twice = """\
+smoke-lxc            SKIP Test restriction "isolation-machine" requires testbed capability \
+"isolation-machine"
+smoke-lxc            SKIP Test restriction "isolation-machine" requires testbed capability \
+"isolation-machine"
+smoke                PASS
+"""
+ok([n for n, _, _ in autopkgtest.parse_summary(twice)] == ["smoke-lxc", "smoke"],
+   "parse_summary: a skip autopkgtest writes twice is one result",
+   autopkgtest.parse_summary(twice))
+
 lacking = """\
 smoke                PASS
 smoke-lxc            SKIP Test restriction "isolation-machine" requires testbed capability \
