@@ -63,6 +63,10 @@ TESTS_WITH_MACHINED = TESTS_V2 + ["vcpu_cgroup_machined", "vcpu_cgroup_weights",
 # need a whole machine (tests/integration/test_libvirt_autopkgtest.py; not
 # in tests/meson.build: the development host has no packages to test).
 PACKAGE_TESTS = ["libvirt_autopkgtest"]
+# Measurements run by hand on a row, never by the matrix (not in
+# tests/meson.build either): what a sharing domain's busy helper process
+# costs on cgroup v2 (docs/vcpu-cgroup.md).
+MEASUREMENT_TESTS = ["vcpu_cgroup_helpers"]
 
 VARIANTS = {
     "v2-systemd": {
@@ -394,7 +398,7 @@ def _command(args):
     variants = list(VARIANTS) if args.variant == "all" else [args.variant]
     matrix = args.tests == "matrix"
     tests = args.tests.split(",") if args.tests and not matrix else None
-    known = integration_tests() + PACKAGE_TESTS
+    known = integration_tests() + PACKAGE_TESTS + MEASUREMENT_TESTS
     for t in tests or []:
         if t not in known:
             raise LabError(f"unknown test {t!r}; 'matrix' or one of {', '.join(known)}")
