@@ -29,7 +29,8 @@ WEIGHT_FILE = "cpu.weight" if vcpucg.V2 else "cpu.shares"
 PER_VCPU = int(vcpucg.DEFAULT_SHARES)
 # How long a stopping domain's groups refuse rmdir: qemuProcessStop retries
 # the removal 5 times, 200 ms apart, so they are removed on the third or
-# fourth try, and a removal before those retries meets the EBUSY.
+# fourth try, and a removal before those retries meets the EBUSY.  A slower
+# machine only lengthens the retries' sleeps, so the groups still go.
 BUSY_MS = 500
 
 

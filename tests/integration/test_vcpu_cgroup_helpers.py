@@ -10,9 +10,9 @@ there too, but are not counted.  This test measures what that does.
 Three domains with one spinning vCPU each: "h" and "s" with default
 tunables (sharing the partition in per-host mode), "o" with a vCPU quota
 that never binds (two CPUs for its one vCPU), which keeps its own group
-weighing what one shared vCPU does (100).  A spinning process stands for a busy helper: it is put where
-libvirt puts a helper of h (its domain group, with systemd-machined the
-'libvirt' group in its scope).  Each run measures, in a balanced order:
+weighing what one shared vCPU does (100).  A spinning process stands for
+a busy helper: it is put where libvirt puts a helper of h (its domain
+group, with systemd-machined the 'libvirt' group in its scope).  Each run measures, in a balanced order:
 
   per-host         vcpu_cgroup = "per-host", no helper
   per-host+helper  the same with h's helper spinning
@@ -42,7 +42,7 @@ import vcpucg
 from labtest import daemon, guest, measure
 from lablib.bench import benchstats
 
-RUNS = int(os.environ.get("UNSTEAL_HELPERS_RUNS", "6"))
+RUNS = 6
 LAYOUTS = ["per-host", "per-host+helper", "stock+helper"]
 WINDOWS = 3
 SECONDS = 3

@@ -104,9 +104,9 @@ def build(jobs=None, keep_root=False):
         out = outdir()
         libvirt_deb.collect(bdir, info["srcdir"], out, lint_log)
         if tags["E"] or tags["W"]:
-            lines = [ln for ln in open(lint_log, errors="replace") if ln[:2] in ("E:", "W:")]
+            bad, _ = libvirt_deb.lintian_unexplained(lint_log, explained={})
             raise LabError(f"lintian: {tags['E']} error(s), {tags['W']} warning(s):\n"
-                           + "".join(lines[:20]))
+                           + "\n".join(bad[:20]))
         with open(os.path.join(out, "SUMMARY"), "w") as fh:
             fh.write(f"package={PACKAGE}\nversion={info['version']}\nsuite={SUITE}\n"
                      f"build_minutes={secs / 60:.1f}\n"
