@@ -6,7 +6,9 @@ kernel with local patches: in the unpacked source package it applies the
 patches on top of Debian's own (with fuzz 0), limits the build to one
 flavour, adds a changelog entry (version suffix 'a~test') and builds that
 flavour's packages with dpkg-buildpackage.  The full build runs it in a
-fresh mmdebstrap root of the BASE's suite.
+fresh mmdebstrap root of the BASE's suite, then lintian on the .changes in
+that root (lintian.py); lint() reruns that check on an earlier build's
+output.
 
 The quick check (--prepare-only, and a stage of 'tools/lab test') needs no
 root: unpack the pinned orig and debian tarballs, apply Debian's series with
@@ -19,6 +21,7 @@ kernel-patches/config/package.config.
 import glob
 import os
 import re
+import shlex
 import shutil
 import time
 
@@ -27,14 +30,23 @@ try:
 except ImportError:  # Python < 3.11
     tomllib = None
 
-from ..common import LabError, build_dir, logs_dir, mkdirs, run, step, watch
-from . import chroot
-from ..stack import patchqueue, sources
+from ..common import LabError, build_dir, logs_dir, mkdirs, read_kv, run, step, watch
+from . import chroot, lintian
+from ..stack import patchqueue, sources, stacks
 
 QUILT_ENV = {"QUILT_PATCHES": "debian/patches", "QUILT_PC": ".pc", "LC_ALL": "C.UTF-8"}
 # test-patches' build profiles (no docs, no udebs, no source package, no dbg).
 PROFILES = ("nodoc,noudeb,pkg.linux.nosource,pkg.linux.mintools,pkg.linux.nokerneldbg,"
             "pkg.linux.nokerneldbginfo")
+# test-patches' changelog entry adds this to Debian's version.
+TEST_SUFFIX = "a~test"
+# lintian's warnings on the packages of test-patches that the series does
+# not cause; any other error or warning fails the kernel build.
+LINTIAN_TEST_PATCHES = {
+    "package-has-long-file-name":
+        "the image package's name comes from the version Debian's test-patches "
+        "gives a local build (ABI 6.12+unreleased, suffix a~test), not from anything we chose",
+}
 
 
 def _quilt(args, tree, log):
@@ -211,15 +223,63 @@ def quick_check(stack_dir, flavour="amd64", partial=True):
     return n_deb, n_ours, n_cfg
 
 
+def outdir(version, flavour):
+    """Where a build of Debian's version (BASE's) and flavour puts its packages."""
+    return os.path.join(build_dir(), "packages", f"linux_{version}{TEST_SUFFIX}_{flavour}")
+
+
+def _tag(version, flavour):
+    """The name of a build's logs: _build/logs/package-TAG-*.log."""
+    return f"linux-{version}-{flavour}"
+
+
+def lint(path, stack_dir=None, root=None, tag=None):
+    """lintian on a kernel build's output: path is its directory (every
+    .changes in it) or one .changes.  Runs in root (the build's), or in a
+    fresh root of the suite of stack_dir's BASE (default: the kernel stack),
+    removed afterwards.  The log goes to _build/logs/package-TAG-lintian.log
+    (TAG from the directory's name unless given) and into the directory as
+    lintian.txt.  Fails on an error or warning LINTIAN_TEST_PATCHES does not
+    explain; returns ({'E', 'W', 'I': counts}, [explained tags])."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        out = path
+        files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(out, "*.changes")))
+    else:
+        out, files = os.path.dirname(path), [os.path.basename(path)]
+    if not files or not all(f.endswith(".changes") and os.path.isfile(os.path.join(out, f))
+                            for f in files):
+        raise LabError(f"{path}: no .changes of a kernel build to run lintian on")
+    if tag is None:
+        m = re.fullmatch(rf"linux_(.+){re.escape(TEST_SUFFIX)}_(.+)", os.path.basename(out))
+        tag = _tag(*m.groups()) if m else f"linux-{os.path.basename(out)}"
+    own = root is None
+    if own:
+        base = read_kv(os.path.join(stack_dir or stacks.default("linux").dir, "BASE"))
+        root = chroot.Root(chroot.base_tarball(base["suite"]),
+                           os.path.join(_workdir(base), "lint-root"))
+    try:
+        # the directory as /lint in the root, for this command only
+        lint_log, tags = lintian.run_lintian(root, tag, files=shlex.join(files), cwd="/lint",
+                                             binds=[(out, "/lint")], what="kernel package")
+    finally:
+        if own:
+            root.remove()
+    shutil.copy(lint_log, os.path.join(out, "lintian.txt"))
+    found = lintian.check(lint_log, LINTIAN_TEST_PATCHES, what="kernel package")
+    return tags, found
+
+
 def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
-    """Full build of one flavour's image package with test-patches in a build root."""
+    """Full build of one flavour's image package with test-patches in a build
+    root, then lintian on it (lint())."""
     base, paths = sources.fetch_base(stack_dir, which=("orig", "debian"))
     jobs = jobs or os.cpu_count() or 2
     patches = patchqueue.read_series(stack_dir)
     rootdir = os.path.join(_workdir(base), "root")
     root = chroot.Root(chroot.base_tarball(base["suite"]), rootdir)
     logs = logs_dir()
-    tag = f"linux-{base['version']}-{flavour}"
+    tag = _tag(base["version"], flavour)
     try:
         bdir = os.path.join(rootdir, "build")
         mkdirs(os.path.join(bdir, "patches"))
@@ -254,7 +314,7 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
                           "kernel package: building")
         if rc != 0:
             raise LabError(f"test-patches failed ({rc}) after {secs / 60:.0f} min; see {log}")
-        out = os.path.join(build_dir(), "packages", f"linux_{base['version']}a~test_{flavour}")
+        out = outdir(base["version"], flavour)
         shutil.rmtree(out, ignore_errors=True)
         mkdirs(out)
         for f in glob.glob(os.path.join(bdir, "*.deb")) + glob.glob(
@@ -263,10 +323,15 @@ def build(stack_dir, flavour="amd64", jobs=None, keep_root=False):
         debs = glob.glob(os.path.join(out, "linux-image-*.deb"))
         if not debs:
             raise LabError(f"test-patches built no linux-image package; see {log}")
+        # in the build root, as libvirt's and unsteal's builds run it
+        tags, explained = lint(out, root=root, tag=tag)
         with open(os.path.join(out, "SUMMARY"), "w") as fh:
             fh.write(f"package=linux\nbase={base['version']}\nflavour={flavour}\n"
                      f"patches={len(patches)}\nbuild_minutes={secs / 60:.1f}\n"
-                     f"parallel={jobs}\nfinished={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+                     f"parallel={jobs}\n"
+                     f"lintian_errors={tags['E']}\nlintian_warnings={tags['W']}\n"
+                     f"lintian_info={tags['I']}\nlintian_explained={' '.join(explained)}\n"
+                     f"finished={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         step(f"kernel package: built in {secs / 60:.1f} min: "
              f"{', '.join(os.path.basename(d) for d in debs)} "
              f"in {os.path.relpath(out, build_dir())}")

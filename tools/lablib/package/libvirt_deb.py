@@ -30,7 +30,7 @@ import shutil
 import time
 
 from ..common import LabError, ROOT, build_dir, logs_dir, mkdirs, read_kv, run, step, watch
-from . import autopkgtest, chroot
+from . import autopkgtest, chroot, lintian
 from ..build import mesonlog
 from ..stack import patchqueue, sources, stacks
 
@@ -406,35 +406,6 @@ def buildpackage(root, info, tag, jobs=None):
     return text, counts, secs
 
 
-def lintian(root, tag, files="*.changes"):
-    """lintian on the build's .changes (and whatever else files names in
-    /build), as Debian's own upload checks run it; returns (log path,
-    {'E': errors, 'W': warnings, 'I': info})."""
-    lint_log = os.path.join(logs_dir(), f"package-{tag}-lintian.log")
-    root.run("cd /build && lintian --info --display-level '>=info' --fail-on none "
-             + files, user="builder", log=lint_log, check=False)
-    lint = open(lint_log, errors="replace").read()
-    tags = {k: len(re.findall(rf"^{k}: ", lint, re.M)) for k in ("E", "W", "I")}
-    step(f"package: lintian: {tags['E']} error(s), {tags['W']} warning(s), {tags['I']} "
-         f"info; {_rel(lint_log)}")
-    return lint_log, tags
-
-
-def lintian_unexplained(lint_log, explained=LINTIAN_DEBIANS_OWN):
-    """The error and warning lines of a lintian log whose tag is not in
-    explained, and the tags of those that are."""
-    bad, own = [], set()
-    for line in open(lint_log, errors="replace"):
-        m = re.match(r"^([EW]): \S+: (\S+)", line)
-        if not m:
-            continue
-        if m.group(2) in explained:
-            own.add(m.group(2))
-        else:
-            bad.append(line.rstrip("\n"))
-    return bad, sorted(own)
-
-
 def collect(bdir, srcdir, out, lint_log):
     """A build's results into out, made anew: the binary packages with their
     .buildinfo and .changes from bdir, the source package from srcdir (links
@@ -459,16 +430,11 @@ def build(stack_dir, jobs=None, keep_root=False):
     try:
         log = os.path.join(logs_dir(), f"package-{tag}-build.log")
         text, counts, secs = buildpackage(root, info, tag, jobs)
-        lint_log, tags = lintian(root, tag)
+        lint_log, tags = lintian.run_lintian(root, tag)
         out = outdir(base)
         collect(bdir, info["srcdir"], out, lint_log)
-        bad, own = lintian_unexplained(lint_log)
-        if bad:
-            raise LabError(f"lintian: {len(bad)} error(s) or warning(s) of the rebuild:\n"
-                           + "\n".join(bad[:20]))
-        for t in own:
-            step(f"package: lintian: {t}: Debian's own ({LINTIAN_DEBIANS_OWN[t]}), "
-                 f"as on Debian's unmodified package")
+        own = lintian.check(lint_log, LINTIAN_DEBIANS_OWN,
+                            label="Debian's own, as on Debian's unmodified package")
         ours_ok = []
         for t in OUR_TESTS:
             # " 132/161 libvirt:bin / NAME   OK" (11.x) or " 130/174 NAME   OK" (9.x)
