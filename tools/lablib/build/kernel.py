@@ -8,6 +8,7 @@ import shutil
 
 from ..common import LabError, ROOT, build_dir, images_dir, logs_dir, mkdirs, run, step
 from ..stack import stacks
+from . import CCACHE_DEPEND
 
 CONFIG_DIR = os.path.join(ROOT, "kernel-patches", "config")
 
@@ -36,7 +37,7 @@ def _merged_fragment(outdir, debug, extra=()):
 
 def kenv():
     return {"CCACHE_BASEDIR": build_dir(), "CCACHE_NOHASHDIR": "1", "KBUILD_BUILD_USER": "unsteal",
-            "KBUILD_BUILD_HOST": "lab", "KBUILD_BUILD_TIMESTAMP": "2000-01-01"}
+            "KBUILD_BUILD_HOST": "lab", "KBUILD_BUILD_TIMESTAMP": "2000-01-01", **CCACHE_DEPEND}
 
 
 def make_args(src, outdir):

@@ -30,6 +30,7 @@ import shlex
 import shutil
 import subprocess
 
+from ..build import CCACHE_DEPEND
 from ..common import LabError, ROOT, logs_dir, mkdirs, run, step
 from ..lab import guest
 from ..package import chroot
@@ -113,10 +114,11 @@ def _key(*lists):
     return h.hexdigest()[:12]
 
 
-# Inside the roots: ccache in front of the compilers, its cache bind-mounted
+# Inside the roots: ccache in front of the compilers (in depend mode, as
+# every lab build), its cache bind-mounted
 CCACHE_ENV = {"PATH": "/usr/lib/ccache:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
                       "/sbin:/bin",
-              "CCACHE_DIR": "/root/.ccache"}
+              "CCACHE_DIR": "/root/.ccache", **CCACHE_DEPEND}
 
 
 def in_root(root, script, log, binds=(), net=True, check=True):
@@ -226,6 +228,8 @@ def _libvirt_script(root, src, bdir, prefix, extra=()):
     and installs the libvirt tree mounted at src into prefix, in bdir of
     the build root; extra: more meson options."""
     from ..build import libvirt
+    # Optimized, unlike the development host's builds (libvirt.BUILDTYPE):
+    # this libvirt runs on the test host's TCG CPUs, in every row's tests.
     opts = [f"--prefix={prefix}", "--libdir=lib", f"-Drunstatedir={prefix}/var/run",
             "--buildtype=debugoptimized", "-Dwerror=false"] + \
         [o for o in libvirt.MESON_OPTS if o != "-Dtests=enabled"] + ["-Dtests=disabled"] + \
