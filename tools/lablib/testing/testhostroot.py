@@ -228,10 +228,8 @@ def _libvirt_script(root, src, bdir, prefix, extra=()):
     and installs the libvirt tree mounted at src into prefix, in bdir of
     the build root; extra: more meson options."""
     from ..build import libvirt
-    # Optimized, unlike the development host's builds (libvirt.BUILDTYPE):
-    # this libvirt runs on the test host's TCG CPUs, in every row's tests.
     opts = [f"--prefix={prefix}", "--libdir=lib", f"-Drunstatedir={prefix}/var/run",
-            "--buildtype=debugoptimized", "-Dwerror=false"] + \
+            f"--buildtype={libvirt.BUILDTYPE}", "-Dwerror=false"] + \
         [o for o in libvirt.MESON_OPTS if o != "-Dtests=enabled"] + ["-Dtests=disabled"] + \
         list(extra)
     stampf = os.path.join(root, bdir.lstrip("/"), ".unsteal-meson-opts")
