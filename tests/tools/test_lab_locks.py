@@ -36,6 +36,23 @@ time.sleep(120)
 '''
 
 
+PROBE = r'''
+import fcntl, os, sys
+f = open(os.path.join(sys.argv[1], "lock"), "w")
+try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("free")
+except BlockingIOError:
+    print("held")
+'''
+
+
+def elsewhere(directory):
+    """'held' or 'free': whether another process could take DIRECTORY/lock now."""
+    return subprocess.run([sys.executable, "-c", PROBE, directory], stdout=subprocess.PIPE,
+                          text=True, check=True).stdout.strip()
+
+
 class Reached(Exception):
     """Raised by a stand-in: the command got past its lock."""
 
@@ -130,6 +147,21 @@ finally:
     release(holder)
 lock = testhost.host_lock()
 ok(not lock.closed, "testhost.host_lock is taken once it is free")
+
+# The threads of one command share it (the matrix's lanes run the scale
+# smoke run, which takes it too); another process stays refused until the
+# last holder of this one has closed it.
+what, msg = attempt(lambda: testhost.host_lock().close())
+ok(what == "other" and msg == "returned",
+   "testhost.host_lock: a second holder in the same process shares it", f"{what}: {msg}")
+second = testhost.host_lock()
 lock.close()
+lock.close()
+ok(elsewhere(testhost.testhost_dir()) == "held",
+   "testhost.host_lock: still held while one holder of the process has not closed it "
+   "(closing one holder twice counts once)")
+second.close()
+ok(elsewhere(testhost.testhost_dir()) == "free",
+   "testhost.host_lock: free for another process once the last holder closed it")
 
 sys.exit(tap.end())

@@ -144,23 +144,62 @@ def stub_run_all():
     put(testrun, "_patch_and_package_checks", lambda t: None)
     put(testrun, "_builds", lambda t, tier: True)
     put(testrun, "_libvirt_suites", lambda t, built, quick: None)
-    put(testrun, "_package_and_hosts", lambda t, built, quick: None)
     put(testrun.patchqueue, "read_series", lambda d: ["0001-x.patch"])
     from lablib.build import unsteal_build
+    from lablib.package import unsteal_deb
+    from lablib.testing import scalehost, testhost
     put(unsteal_build, "test", lambda: Counts(1, 0))
+    put(unsteal_deb, "build_and_check", lambda: Counts(1, 0))
+    put(scalehost, "test_smoke", lambda: Counts(1, 0))
+    put(testhost, "row_verdict", lambda v, outs: Counts(1, 0))
     return saved
 
 
-saved = stub_run_all()
-sys.modules["lablib.testing.kselftest"] = None  # 'from . import kselftest' raises ImportError
-out = io.StringIO()
-with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-    rc = testrun.run_all(tier="full")
-lines = out.getvalue().splitlines()
-ok(rc == 1 and lines[-1] == "2 passed, 1 failed, 0 skipped"
+def lanes(variants, then=()):
+    """testhost.test_rows() without guests: the rows pass, each function
+    of then runs and what it returned or raised is kept, as the lanes
+    keep it."""
+    out = {v: [] for v in variants}
+    for name, fn in then:
+        try:
+            out[name] = fn()
+        except Exception as e:  # noqa: BLE001 - kept, as test_rows() keeps it
+            out[name] = e
+    return out
+
+
+def broken_selftests_run(image):
+    """run_all() with every stage a stand-in that passes, the kselftest
+    module unimportable, and the test host image built (image) or not;
+    (exit status, output lines)."""
+    from lablib.testing import testhost
+    saved = stub_run_all()
+    saved[(testhost, "test_build")] = testhost.test_build
+    saved[(testhost, "test_rows")] = testhost.test_rows
+    testhost.test_build = (lambda: "testhost.img") if image else (lambda: None)
+    testhost.test_rows = lanes
+    sys.modules["lablib.testing.kselftest"] = None  # 'from . import kselftest' raises ImportError
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = testrun.run_all(tier="full")
+    finally:
+        del sys.modules["lablib.testing.kselftest"]
+        for (obj, name), value in saved.items():
+            setattr(obj, name, value)
+    return rc, out.getvalue().splitlines()
+
+
+# Without a test host image the selftests run alone (the image stage's
+# stand-in passes without an image: its stage counts one); with one they
+# run in the matrix's lanes, and their exception fails their own stage.
+rc, lines = broken_selftests_run(image=False)
+ok(rc == 1 and lines[-1] == "4 passed, 1 failed, 0 skipped"
    and any("kernel selftests" in x and "ModuleNotFoundError" in x for x in lines),
    "a kernel selftest module that cannot be imported fails the run", lines[-4:])
-for (obj, name), value in saved.items():
-    setattr(obj, name, value)
+rc, lines = broken_selftests_run(image=True)
+ok(rc == 1 and lines[-1] == "11 passed, 1 failed, 0 skipped"
+   and any("kernel selftests" in x and "ModuleNotFoundError" in x for x in lines),
+   "... also when the selftests ran in the matrix's lanes", lines[-4:])
 
 sys.exit(tap.end())

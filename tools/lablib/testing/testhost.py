@@ -22,6 +22,7 @@ import concurrent.futures
 import json
 import os
 import re
+import threading
 
 from .. import config
 from ..common import LabError, ROOT, dir_lock, mkdirs, run, step
@@ -252,8 +253,45 @@ def _judge(variant, out, rel):
     return Counts(passed, failed, skipped_programs, skipped_checks, why)
 
 
+# The test host directory's lock (dir_lock) while this process holds it,
+# and how many holders of the process share it
+_LOCK = {"file": None, "holders": 0}
+_LOCK_GUARD = threading.Lock()
+
+
+class _HostLock:
+    """One holder's share of the test host's lock; close() (or the end of a
+    with block) gives it back, the last one releases the lock."""
+
+    def __init__(self):
+        self.closed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        with _LOCK_GUARD:
+            if self.closed:
+                return
+            self.closed = True
+            _LOCK["holders"] -= 1
+            if not _LOCK["holders"]:
+                _LOCK["file"].close()
+                _LOCK["file"] = None
+
+
 def host_lock():
-    return dir_lock(testhost_dir(), "tools/lab testhost")
+    """The test host directory's lock: another lab command that holds it
+    is refused at once (dir_lock); the threads of this one share it, as
+    the scale smoke run does in the matrix's lanes (test_rows())."""
+    with _LOCK_GUARD:
+        if _LOCK["file"] is None:
+            _LOCK["file"] = dir_lock(testhost_dir(), "tools/lab testhost")
+        _LOCK["holders"] += 1
+        return _HostLock()
 
 
 def test_build():
@@ -334,21 +372,26 @@ def _row(variant, kpath, timeout, show):
     return [first, once()]
 
 
-def test_rows(variants, timeout=3600):
+def test_rows(variants, timeout=3600, then=()):
     """tools/lab test: tests_in_host() on each row of the matrix, booted with
     our kernel (test_build built it), lanes() rows at a time, the rows in
     the order given (the longest first keeps the lanes even).  timeout:
     each boot's watchdog, a guard against a hung guest (v2-machined took
     1266 s alone on CI's machine, and rows side by side share memory
-    bandwidth and the host's caches).  Returns
-    {variant: [Outcome, ...] or the LabError that stopped it}; row_verdict()
-    counts one."""
+    bandwidth and the host's caches).  then: [(name, function)], more
+    guests' work that the lanes take once every row has started (the scale
+    smoke run and the kernel selftests: each keeps one CPU busy, as a row
+    does, and so fills the lane that ends first).  Returns
+    {variant: [Outcome, ...] or the LabError that stopped it, name: the
+    function's value or the exception it raised}; row_verdict() counts a
+    row, job_result() a function's."""
     n = lanes()
     lock = host_lock()
     try:
         kpath = built_kernel_image()
         step(f"testhost: {len(variants)} rows, {n} at a time "
-             f"(consoles in {os.path.relpath(DEFAULT.log('ROW'), ROOT)})")
+             f"(consoles in {os.path.relpath(DEFAULT.log('ROW'), ROOT)})"
+             + (f", then {', '.join(name for name, _ in then)}" if then else ""))
 
         def one(v):
             try:
@@ -358,11 +401,29 @@ def test_rows(variants, timeout=3600):
             finally:
                 step(f"testhost: {v}: finished")
 
+        def job(name, fn):
+            try:
+                return fn()
+            except Exception as e:      # counted by job_result() in its own stage
+                return e
+            finally:
+                step(f"testhost: {name}: finished")
+
         with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
             futures = {v: pool.submit(one, v) for v in variants}
-        return {v: f.result() for v, f in futures.items()}
+            futures.update({name: pool.submit(job, name, fn) for name, fn in then})
+        return {k: f.result() for k, f in futures.items()}
     finally:
         lock.close()
+
+
+def job_result(value):
+    """What test_rows() kept of a function it ran: its value, or the
+    exception it raised, raised again (so that the stage counting it fails
+    as it would have alone)."""
+    if isinstance(value, Exception):
+        raise value
+    return value
 
 
 def row_verdict(variant, outs):

@@ -16,9 +16,9 @@ and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
 the lab daemon); unsteal's own Debian package, built and its autopkgtests run; the
 libvirt integration tests again inside the test host, on each row of the
-host matrix (tools/lablib/testing/testhost.py), and the scale benchmark's
-smoke run in it (scalehost.py); the kernel selftests in QEMU once the kernel
-series has patches.
+host matrix (tools/lablib/testing/testhost.py), then the scale benchmark's
+smoke run in it (scalehost.py) and the kernel selftests in QEMU (once the
+kernel series has patches) in the lane of the matrix that ends first.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
 against the Debian 12 port instead (the 11.3.0 stack then gets the short
@@ -70,8 +70,6 @@ def run_all(tier="full", quick=False):
     t.stage("our tests (meson test)", unsteal_build.test)
     if tier == "full":
         _package_and_hosts(t, built, quick)
-        if patchqueue.read_series(stacks.get("kernel").dir):
-            t.stage("kernel selftests in QEMU (patched)", kernel_selftests)
     return t.summary()
 
 
@@ -155,6 +153,9 @@ def _package_and_hosts(t, built, quick):
     from ..package import unsteal_deb
     t.stage("unsteal package: build with its tests, lintian, autopkgtests (Debian 13)",
             unsteal_deb.build_and_check)
+    # The kernel selftests need no test host: without one they run alone.
+    selftests = [("kernel selftests in QEMU (patched)", kernel_selftests)] \
+        if patchqueue.read_series(stacks.get("kernel").dir) else []
     # The same libvirt integration tests on the hosts of the matrix: a
     # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and
     # without machined), v2 without systemd, v1 under systemd and v1 with
@@ -162,22 +163,34 @@ def _package_and_hosts(t, built, quick):
     if not built or quick:
         if not built:
             step("test: no test host: libvirt did not build (its stage failed above)")
-        return
-    from . import testhost
+        return _alone(t, selftests)
+    from . import scalehost, testhost
     image = t.stage("test host: Debian 13 image with our libvirt, our kernel",
                     testhost.test_build)
     if image is None:
-        return
-    # Two rows at a time (testhost.lanes()); each is then counted as a
-    # stage of its own, in the order they were started.
-    outcomes = t.stage(f"test host matrix: {len(testhost.LONGEST_FIRST)} rows",
-                       lambda: testhost.test_rows(testhost.LONGEST_FIRST))
-    for v in testhost.LONGEST_FIRST if outcomes is not None else []:
-        t.stage(f"test host {v}: libvirt integration tests "
-                f"({', '.join(testhost.tests_in_host(v))})",
-                lambda v=v: testhost.row_verdict(v, outcomes[v]))
+        return _alone(t, selftests)
     # The scale benchmark's smoke run ('tools/lab bench scale' is the
     # benchmark): 4 CPUs in 2 nodes, the trace-based idle steal checked
     # against the kernel, every layout measured once.
-    from . import scalehost
-    t.stage("bench scale: smoke run on a 4-CPU, 2-node test host", scalehost.test_smoke)
+    after = [("bench scale: smoke run on a 4-CPU, 2-node test host", scalehost.test_smoke)] \
+        + selftests
+    # Two rows at a time (testhost.lanes()), then the smoke run and the
+    # selftests in the lane that ends first; each is then counted as a
+    # stage of its own, the rows in the order they were started.
+    outcomes = t.stage(f"test host matrix: {len(testhost.LONGEST_FIRST)} rows, then "
+                       f"{len(after)} more guests",
+                       lambda: testhost.test_rows(testhost.LONGEST_FIRST, then=after))
+    if outcomes is None:
+        return _alone(t, after)
+    for v in testhost.LONGEST_FIRST:
+        t.stage(f"test host {v}: libvirt integration tests "
+                f"({', '.join(testhost.tests_in_host(v))})",
+                lambda v=v: testhost.row_verdict(v, outcomes[v]))
+    for name, _ in after:
+        t.stage(name, lambda name=name: testhost.job_result(outcomes[name]))
+
+
+def _alone(t, stages):
+    """Stages that would have run in the matrix's lanes, one after another."""
+    for name, fn in stages:
+        t.stage(name, fn)
