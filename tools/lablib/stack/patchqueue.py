@@ -298,6 +298,24 @@ def _apply_to_index(stack_dir, repo, tree, patches):
                            + (p.stdout + p.stderr).strip())
 
 
+def _apply_building_each(stack_dir, repo, tree, patches, build_each):
+    """git am the series in a checked-out clone, building the base and each
+    prefix with build_each(tree, what)."""
+    git(["clone", "-q", "--local", repo, tree], cwd=build_dir(), quiet=True)
+    git(["config", "user.name", "unsteal lab"], cwd=tree)
+    git(["config", "user.email", "lab@unsteal.invalid"], cwd=tree)
+    add_untracked(stack_dir, tree)
+
+    def built(i, name):
+        step(f"check: building with patches 1..{i} ({name})")
+        build_each(tree, f"patch {i}/{len(patches)} {stack_dir}/{name}")
+
+    if patches:
+        step("check: building the unpatched base first")
+        build_each(tree, "the unpatched base")
+    apply_series(stack_dir, tree, patches, on_applied=built)
+
+
 def check(stack_dir, build_each=None):
     """Every patch lints clean and applies in order; optionally each prefix builds."""
     patches = read_series(stack_dir)
@@ -316,24 +334,9 @@ def check(stack_dir, build_each=None):
     tree = os.path.join(build_dir(), "check", base["name"])
     shutil.rmtree(tree, ignore_errors=True)
     mkdirs(os.path.dirname(tree))
-    if not build_each:
+    if build_each:
+        _apply_building_each(stack_dir, repo, tree, patches, build_each)
+    else:
         _apply_to_index(stack_dir, repo, tree, patches)
-        step(f"check: {stack_dir}: {len(patches)} patch(es) lint clean and apply in order")
-        shutil.rmtree(tree, ignore_errors=True)
-        return
-    git(["clone", "-q", "--local", repo, tree], cwd=build_dir(), quiet=True)
-    git(["config", "user.name", "unsteal lab"], cwd=tree)
-    git(["config", "user.email", "lab@unsteal.invalid"], cwd=tree)
-    add_untracked(stack_dir, tree)
-
-    def built(i, name):
-        if build_each:
-            step(f"check: building with patches 1..{i} ({name})")
-            build_each(tree, f"patch {i}/{len(patches)} {stack_dir}/{name}")
-
-    if build_each and patches:
-        step("check: building the unpatched base first")
-        build_each(tree, "the unpatched base")
-    apply_series(stack_dir, tree, patches, on_applied=built)
     step(f"check: {stack_dir}: {len(patches)} patch(es) lint clean and apply in order")
     shutil.rmtree(tree, ignore_errors=True)
