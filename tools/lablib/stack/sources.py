@@ -108,20 +108,35 @@ def _installed(pkgs):
     return ok
 
 
+def _missing(group, pkgs, quiet_present=False):
+    """The packages of a group that are not installed; says which."""
+    have = _installed(pkgs)
+    missing = [p for p in pkgs if p not in have]
+    if missing:
+        step(f"apt: {group}: installing {' '.join(missing)}")
+    elif not quiet_present:
+        step(f"apt: {group}: {len(pkgs)} packages present")
+    return missing
+
+
+def _install(missing):
+    if missing:
+        run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing,
+            env={"DEBIAN_FRONTEND": "noninteractive"}, quiet=True)
+
+
 def ensure_group(group, pkgs, quiet_present=False):
-    missing = [p for p in pkgs if p not in _installed(pkgs)]
-    if not missing:
-        if not quiet_present:
-            step(f"apt: {group}: {len(pkgs)} packages present")
-        return
-    step(f"apt: {group}: installing {' '.join(missing)}")
-    run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing,
-        env={"DEBIAN_FRONTEND": "noninteractive"}, quiet=True)
+    _install(_missing(group, pkgs, quiet_present))
 
 
 def ensure_packages():
+    """Every group's missing packages in one apt-get run: one dependency
+    resolution and one pass of dpkg's triggers (man-db, ldconfig), not one
+    per group."""
+    missing = []
     for group, pkgs in PACKAGES.items():
-        ensure_group(group, pkgs)
+        missing += [p for p in _missing(group, pkgs) if p not in missing]
+    _install(missing)
 
 
 def _print_uris(package, version):
