@@ -27,14 +27,18 @@ def summary(log_text):
     return out
 
 
-def testlog(builddir):
-    return os.path.join(builddir, "meson-logs", "testlog.json")
+# meson test's --logbase: the name of its logs under meson-logs/
+LOGBASE = "testlog"
 
 
-def tests(builddir):
-    """Every test of the last 'meson test' in builddir: testlog.json's
-    objects (name, result, stdout, ...)."""
-    path = testlog(builddir)
+def testlog(builddir, logbase=LOGBASE):
+    return os.path.join(builddir, "meson-logs", logbase + ".json")
+
+
+def tests(builddir, logbase=LOGBASE):
+    """Every test of the last 'meson test' in builddir that wrote its logs
+    under logbase: the JSON log's objects (name, result, stdout, ...)."""
+    path = testlog(builddir, logbase)
     try:
         with open(path) as fh:
             return [json.loads(x) for x in fh if x.strip()]
@@ -42,23 +46,23 @@ def tests(builddir):
         raise LabError(f"meson test left no readable {path}: {e}")
 
 
-def measured(builddir):
+def measured(builddir, logbase=LOGBASE):
     """The margin and measured lines every test of the last 'meson test'
     printed (results.measurements()), each with its test's name."""
     out = []
-    for t in tests(builddir):
+    for t in tests(builddir, logbase):
         out += measurements(t.get("stdout") or "", t["name"])
     return out
 
 
-def results(builddir):
+def results(builddir, logbase=LOGBASE):
     """Counts of the last 'meson test' in builddir, one unit per meson test,
     read from meson-logs/testlog.json (one JSON object per test).  A test
     that skipped is listed with the reason its TAP plan or its output gave;
     a TAP test's skipped checks are listed too.  A result this module does
     not know fails the test: nothing is dropped."""
     out = Counts()
-    for t in tests(builddir):
+    for t in tests(builddir, logbase):
         name, res, text = t["name"], t["result"], t.get("stdout") or ""
         whole, checks = tap_skips(text)
         if res in PASSED:

@@ -62,20 +62,31 @@ def test_unit():
     return test(suites=["unit"], builddir=unit_builddir(), required=False)
 
 
-def test(suites=None, builddir=None, required=True):
-    """meson test on our project (all of it, or the suites named) in
-    builddir (default: unsteal_builddir()); returns Counts (mesonlog.results())."""
+def test(suites=None, builddir=None, required=True, no_suites=None, part=""):
+    """meson test on our project (all of it, the suites named, or all but
+    no_suites) in builddir (default: unsteal_builddir()); returns Counts
+    (mesonlog.results()).  part names a run of a part of the tests: its
+    logs and figures then have names of their own (for part 'cpu-time':
+    _build/logs/unsteal-build-cpu-time-test.log, meson-logs/testlog-cpu-time.json,
+    _build/measurements/unsteal-build-cpu-time.json)."""
     builddir = builddir or unsteal_builddir()
     build(builddir, required)
-    log = os.path.join(logs_dir(), f"{os.path.basename(builddir)}-test.log")
-    cmd = ["meson", "test", "-C", builddir, "--no-rebuild", "--print-errorlogs"]
+    part = f"-{part}" if part else ""
+    name = os.path.basename(builddir) + part
+    log = os.path.join(logs_dir(), f"{name}-test.log")
+    logbase = mesonlog.LOGBASE + part
+    cmd = ["meson", "test", "-C", builddir, "--no-rebuild", "--print-errorlogs",
+           "--logbase", logbase]
     for s in suites or []:
         cmd += ["--suite", s]
-    step(f"tests: meson test ({', '.join(suites) if suites else 'unit and integration'}; "
+    for s in no_suites or []:
+        cmd += ["--no-suite", s]
+    what = ", ".join(suites or []) + ", ".join(f"all but {s}" for s in no_suites or [])
+    step(f"tests: meson test ({what or 'unit and integration'}; "
          f"log in {os.path.relpath(log, ROOT)})")
     p = run(cmd, check=False, log=log, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    counts = mesonlog.results(builddir)
-    keep_measurements(mesonlog.measured(builddir), os.path.basename(builddir))
+    counts = mesonlog.results(builddir, logbase)
+    keep_measurements(mesonlog.measured(builddir, logbase), name)
     with open(log) as fh:
         for line in fh:
             if " FAIL " in line or " TIMEOUT " in line or "ERROR" in line[:60]:

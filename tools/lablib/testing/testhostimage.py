@@ -54,13 +54,20 @@ PROGRAM_FILES = [
 RUNNER_CONF = "/usr/local/etc/unsteal-testhost-run.conf"
 
 
+# tests/meson.build's lists of integration tests, in the order meson runs them
+INTEGRATION_LISTS = ("integration_tests", "cpu_time_tests")
+
+
 def integration_tests():
-    """The integration test list of tests/meson.build, in its order."""
+    """The integration tests of tests/meson.build, in its order."""
     text = open(os.path.join(ROOT, "tests", "meson.build")).read()
-    m = re.search(r"integration_tests\s*=\s*\[(.*?)\]", text, re.S)
-    if not m:
-        raise LabError("tests/meson.build: no integration_tests list")
-    return re.findall(r"'(\w+)'", m.group(1))
+    out = []
+    for name in INTEGRATION_LISTS:
+        m = re.search(rf"^{name}\s*=\s*\[(.*?)\]", text, re.S | re.M)
+        if not m:
+            raise LabError(f"tests/meson.build: no {name} list")
+        out += re.findall(r"'(\w+)'", m.group(1))
+    return out
 
 
 def runner_conf(libvirt_from="tree", version=None, rel=DEFAULT):
