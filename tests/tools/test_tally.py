@@ -15,7 +15,10 @@ and tools/lab test's stages are replaced by stand-ins.
   printed by name with its reason before it, skipped checks of one reason
   grouped; a stage that raises is one failure;
 - run_all(): a kernel selftest module that cannot be imported fails the run
-  (it was once dropped silently behind 'except ImportError').
+  (it was once dropped silently behind 'except ImportError'); unsteal's
+  package and the test host's image are made at nice 10 while the tests
+  that check function run, and the tests that measure CPU time start only
+  after both ended; a job that raises fails its own stage.
 """
 
 import contextlib
@@ -144,11 +147,12 @@ def stub_run_all():
     put(testrun, "_patch_and_package_checks", lambda t: None)
     put(testrun, "_builds", lambda t, tier: True)
     put(testrun, "_libvirt_suites", lambda t, built, quick: None)
+    put(testrun, "_roots", lambda quick: None)
     put(testrun.patchqueue, "read_series", lambda d: ["0001-x.patch"])
     from lablib.build import unsteal_build
     from lablib.package import unsteal_deb
     from lablib.testing import scalehost, testhost
-    put(unsteal_build, "test", lambda: Counts(1, 0))
+    put(unsteal_build, "test", lambda **kw: Counts(1, 0))
     put(unsteal_deb, "build_and_check", lambda: Counts(1, 0))
     put(scalehost, "test_smoke", lambda: Counts(1, 0))
     put(testhost, "row_verdict", lambda v, outs: Counts(1, 0))
@@ -194,12 +198,88 @@ def broken_selftests_run(image):
 # stand-in passes without an image: its stage counts one); with one they
 # run in the matrix's lanes, and their exception fails their own stage.
 rc, lines = broken_selftests_run(image=False)
-ok(rc == 1 and lines[-1] == "4 passed, 1 failed, 0 skipped"
+ok(rc == 1 and lines[-1] == "5 passed, 1 failed, 0 skipped"
    and any("kernel selftests" in x and "ModuleNotFoundError" in x for x in lines),
    "a kernel selftest module that cannot be imported fails the run", lines[-4:])
 rc, lines = broken_selftests_run(image=True)
-ok(rc == 1 and lines[-1] == "11 passed, 1 failed, 0 skipped"
+ok(rc == 1 and lines[-1] == "12 passed, 1 failed, 0 skipped"
    and any("kernel selftests" in x and "ModuleNotFoundError" in x for x in lines),
    "... also when the selftests ran in the matrix's lanes", lines[-4:])
+
+
+# run_all(): what is made beside the function tests, and when the tests
+# that measure CPU time start.  Each stand-in notes when it ran; the
+# package's and the image's note their nice and their commands' nice.
+def nice_of_command():
+    import subprocess
+    return int(subprocess.run(["sh", "-c", "cut -d' ' -f19 /proc/self/stat"],
+                              capture_output=True, text=True).stdout)
+
+
+def beside_run(package_raises=False):
+    import threading
+    import time
+    from lablib.build import unsteal_build
+    from lablib.package import unsteal_deb
+    from lablib.testing import testhost
+    events, lock = [], threading.Lock()
+
+    def note(what, **kw):
+        with lock:
+            events.append((what, kw))
+
+    def tests(**kw):
+        note("tests start", **kw)
+        if kw.get("part") == "function":
+            time.sleep(0.3)     # the package and the image start meanwhile
+        note("tests end", **kw)
+        return Counts(1, 0)
+
+    def package():
+        note("package", nice=os.getpriority(os.PRIO_PROCESS, 0), command=nice_of_command())
+        time.sleep(0.5)         # still running when the function tests end
+        if package_raises:
+            raise LabError("lintian found an error")
+        return Counts(1, 0)
+
+    def image():
+        note("image", nice=os.getpriority(os.PRIO_PROCESS, 0))
+        return "testhost.img"
+
+    saved = stub_run_all()
+    for obj, name, value in ((unsteal_build, "test", tests),
+                             (unsteal_deb, "build_and_check", package),
+                             (testhost, "test_build", image),
+                             (testhost, "test_rows", lanes),
+                             (testrun, "kernel_selftests", lambda: Counts(1, 0))):
+        saved[(obj, name)] = getattr(obj, name)
+        setattr(obj, name, value)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = testrun.run_all(tier="full")
+    finally:
+        for (obj, name), value in saved.items():
+            setattr(obj, name, value)
+    return rc, out.getvalue().splitlines(), events
+
+
+rc, lines, events = beside_run()
+order = [(w, kw.get("part")) for w, kw in events]
+ok(rc == 0 and order == [("tests start", "function"), ("package", None),
+                         ("tests end", "function"), ("image", None),
+                         ("tests start", "cpu-time"), ("tests end", "cpu-time")],
+   "the package and the image are made while the function tests run; the CPU-time "
+   "tests start after both", order)
+ok(events[0][1] == {"no_suites": ["cpu-time"], "part": "function"}
+   and events[4][1] == {"suites": ["cpu-time"], "part": "cpu-time"},
+   "the two parts of meson test are the two sides of suite cpu-time", events)
+ok(dict(events)["package"] == {"nice": 10, "command": 10} and dict(events)["image"]["nice"] == 10
+   and os.getpriority(os.PRIO_PROCESS, 0) == 0,
+   "the jobs beside the tests and their commands run at nice 10, the tests at 0", events)
+rc, lines, events = beside_run(package_raises=True)
+ok(rc == 1 and lines[-1] == "12 passed, 1 failed, 0 skipped"
+   and any("unsteal package" in x and "lintian found an error" in x for x in lines),
+   "a job that raised beside the tests fails its own stage", lines[-4:])
 
 sys.exit(tap.end())

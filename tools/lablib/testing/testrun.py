@@ -14,11 +14,14 @@ tree and the flavour's config has what it needs; the full package builds are
 tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
 and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
 (unit tests of src/ and the integration tests that drive real guests through
-the lab daemon); unsteal's own Debian package, built and its autopkgtests run; the
-libvirt integration tests again inside the test host, on each row of the
-host matrix (tools/lablib/testing/testhost.py), then the scale benchmark's
-smoke run in it (scalehost.py) and the kernel selftests in QEMU (once the
-kernel series has patches) in the lane of the matrix that ends first.
+the lab daemon), those that check function while unsteal's own Debian package
+(built, its autopkgtests run) and the test host's image are made beside them,
+then those that measure CPU time alone; the libvirt integration tests again
+inside the test host, on each row of the host matrix
+(tools/lablib/testing/testhost.py), then the scale benchmark's smoke run in it
+(scalehost.py) and the kernel selftests in QEMU (once the kernel series has
+patches) in the lane of the matrix that ends first.  The Debian roots the
+package and the image start from are made beside the builds.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
 against the Debian 12 port instead (the 11.3.0 stack then gets the short
@@ -26,6 +29,8 @@ stage).
 """
 
 import os
+import threading
+import time
 
 from ..common import step
 from ..stack import patchqueue, sources, stacks
@@ -61,16 +66,82 @@ def run_all(tier="full", quick=False):
         t.stage("root (the lab daemon, the guests and the setup need it; "
                 "--tier unit does not)", _need_root)
         return t.summary()
-    if tier == "full":
-        _patch_and_package_checks(t)
-    built = _builds(t, tier)
-    if tier == "full":
-        _libvirt_suites(t, built, quick)
     from ..build import unsteal_build
-    t.stage("our tests (meson test)", unsteal_build.test)
-    if tier == "full":
-        _package_and_hosts(t, built, quick)
+    if tier != "full":
+        _builds(t, tier)
+        t.stage("our tests (meson test)", unsteal_build.test)
+        return t.summary()
+    _patch_and_package_checks(t)
+    roots = _Beside([(ROOTS, lambda: _roots(quick))])
+    built = _builds(t, tier)
+    _libvirt_suites(t, built, quick)
+    error = roots.wait()[ROOTS]
+    if error:
+        step(f"test: making {ROOTS} beside the builds failed ({error}); the stages "
+             f"that need them make them")
+    # unsteal's package and the test host's image are made beside the tests
+    # that check function (daemons, cgroup files, placement); the tests that
+    # measure CPU time (suite cpu-time, tests/meson.build) run after them,
+    # alone on the CPUs.
+    made = _Beside(_package_and_image(built, quick))
+    t.stage("our tests that check function (meson test --no-suite cpu-time), beside "
+            "the unsteal package and the test host image",
+            lambda: unsteal_build.test(no_suites=["cpu-time"], part="function"))
+    outcomes = made.wait()
+    t.stage("our tests that measure CPU time (meson test --suite cpu-time), alone",
+            lambda: unsteal_build.test(suites=["cpu-time"], part="cpu-time"))
+    _package_and_hosts(t, outcomes)
     return t.summary()
+
+
+ROOTS = "the Debian roots"
+
+
+class _Beside:
+    """Work run in a thread beside the stages, at nice 10 (Linux keeps nice
+    per thread, and the thread's commands inherit it), so that what runs in
+    the foreground keeps the CPUs it needs.  jobs: [(name, function)], run
+    in order; wait() joins the thread and returns {name: the function's
+    value or the exception it raised} (testhost.job_result() turns one
+    into a stage's result)."""
+
+    def __init__(self, jobs):
+        self.jobs, self.outcomes = jobs, {}
+        self.thread = threading.Thread(target=self._run, daemon=True, name="beside")
+        self.thread.start()
+
+    def _run(self):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        for name, fn in self.jobs:
+            try:
+                self.outcomes[name] = fn()
+            except Exception as e:      # counted where wait()'s caller wants it
+                self.outcomes[name] = e
+
+    def wait(self):
+        t0 = time.monotonic()
+        self.thread.join()
+        if time.monotonic() - t0 >= 1:
+            step(f"test: waited {time.monotonic() - t0:.0f} s for "
+                 f"{', '.join(name for name, _ in self.jobs)}")
+        return self.outcomes
+
+
+def _roots(quick):
+    """The Debian roots of the later stages, made beside the builds: the
+    trixie buildd root that unsteal's package builds in and its
+    autopkgtests' testbed comes from, and the test host's base and build
+    roots.  Cached tarballs (package/chroot.py), about two minutes of
+    mmdebstrap and dpkg from cold, which wait on the disk more than they
+    use a CPU.  A root this could not make is made again, and its error
+    reported, by the stage that needs it."""
+    from ..package import chroot, unsteal_deb
+    t0 = time.monotonic()
+    chroot.base_tarball(unsteal_deb.SUITE)
+    if not quick:
+        from . import testhostroot
+        testhostroot.build_tarball()
+    step(f"test: the Debian roots are ready ({time.monotonic() - t0:.0f} s, beside the builds)")
 
 
 def _need_root():
@@ -147,12 +218,31 @@ def _libvirt_suites(t, built, quick):
                 lambda s=other: libvirt.test_suite(syntax_check=not quick, stack=s))
 
 
-def _package_and_hosts(t, built, quick):
-    # unsteal's own Debian package: small enough to build in full (its tests,
-    # lintian clean, its autopkgtests in a fresh Debian 13 testbed).
+PACKAGE = "unsteal package: build with its tests, lintian, autopkgtests (Debian 13)"
+IMAGE = "test host: Debian 13 image with our libvirt, our kernel"
+
+
+def _package_and_image(built, quick):
+    """The jobs made beside our function tests: unsteal's own Debian package
+    (small enough to build in full: its tests, lintian clean, its
+    autopkgtests in a fresh Debian 13 testbed), then the test host's image,
+    which installs that package (none when libvirt did not build, or with
+    --quick)."""
     from ..package import unsteal_deb
-    t.stage("unsteal package: build with its tests, lintian, autopkgtests (Debian 13)",
-            unsteal_deb.build_and_check)
+    jobs = [(PACKAGE, unsteal_deb.build_and_check)]
+    if not built:
+        step("test: no test host: libvirt did not build (its stage failed above)")
+    elif not quick:
+        from . import testhost
+        jobs.append((IMAGE, testhost.test_build))
+    return jobs
+
+
+def _package_and_hosts(t, made):
+    """The package and the image as stages (made: _package_and_image()'s
+    outcomes), then the test host's matrix on the image."""
+    from . import testhost
+    t.stage(PACKAGE, lambda: testhost.job_result(made[PACKAGE]))
     # The kernel selftests need no test host: without one they run alone.
     selftests = [("kernel selftests in QEMU (patched)", kernel_selftests)] \
         if patchqueue.read_series(stacks.get("kernel").dir) else []
@@ -160,15 +250,12 @@ def _package_and_hosts(t, built, quick):
     # Debian 13 host booted under QEMU with cgroup v2 and systemd (with and
     # without machined), v2 without systemd, v1 under systemd and v1 with
     # cpu,cpuacct co-mounted (docs/testhost.md).
-    if not built or quick:
-        if not built:
-            step("test: no test host: libvirt did not build (its stage failed above)")
+    if IMAGE not in made:
         return _alone(t, selftests)
-    from . import scalehost, testhost
-    image = t.stage("test host: Debian 13 image with our libvirt, our kernel",
-                    testhost.test_build)
+    image = t.stage(IMAGE, lambda: testhost.job_result(made[IMAGE]))
     if image is None:
         return _alone(t, selftests)
+    from . import scalehost
     # The scale benchmark's smoke run ('tools/lab bench scale' is the
     # benchmark): 4 CPUs in 2 nodes, the trace-based idle steal checked
     # against the kernel, every layout measured once.
