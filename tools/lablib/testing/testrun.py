@@ -131,9 +131,9 @@ def _roots(quick):
     """The Debian roots of the later stages, made beside the builds: the
     trixie buildd root that unsteal's package builds in and its
     autopkgtests' testbed comes from, and the test host's base and build
-    roots.  Cached tarballs (package/chroot.py), about two minutes of
-    mmdebstrap and dpkg from cold, which wait on the disk more than they
-    use a CPU.  A root this could not make is made again, and its error
+    roots.  Cached tarballs (package/chroot.py), two to three minutes of
+    mmdebstrap and dpkg from cold when nothing else runs, which wait on
+    the disk more than they use a CPU.  A root this could not make is made again, and its error
     reported, by the stage that needs it."""
     from ..package import chroot, unsteal_deb
     t0 = time.monotonic()
