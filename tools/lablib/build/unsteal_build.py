@@ -81,7 +81,7 @@ def test(suites=None, builddir=None, required=True, no_suites=None, part=""):
         cmd += ["--suite", s]
     for s in no_suites or []:
         cmd += ["--no-suite", s]
-    what = ", ".join(suites or []) + ", ".join(f"all but {s}" for s in no_suites or [])
+    what = ", ".join(list(suites or []) + [f"all but {s}" for s in no_suites or []])
     step(f"tests: meson test ({what or 'unit and integration'}; "
          f"log in {os.path.relpath(log, ROOT)})")
     p = run(cmd, check=False, log=log, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})

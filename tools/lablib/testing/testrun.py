@@ -121,9 +121,9 @@ class _Beside:
     def wait(self):
         t0 = time.monotonic()
         self.thread.join()
-        if time.monotonic() - t0 >= 1:
-            step(f"test: waited {time.monotonic() - t0:.0f} s for "
-                 f"{', '.join(name for name, _ in self.jobs)}")
+        waited = time.monotonic() - t0
+        if waited >= 1:
+            step(f"test: waited {waited:.0f} s for {', '.join(name for name, _ in self.jobs)}")
         return self.outcomes
 
 
