@@ -15,10 +15,13 @@ and tools/lab test's stages are replaced by stand-ins.
   printed by name with its reason before it, skipped checks of one reason
   grouped; a stage that raises is one failure;
 - run_all(): a kernel selftest module that cannot be imported fails the run
-  (it was once dropped silently behind 'except ImportError'); unsteal's
-  package and the test host's image are made at nice 10 while the tests
+  (it was once dropped silently behind 'except ImportError'); the other
+  stacks' patch checks and the packaging checks run beside the libvirt
+  build, at nice 0, and the kernel build starts after they ended; unsteal's
+  package, the test host's image and the other libvirt base (its build,
+  then its suite only when it built) are made at nice 10 while the tests
   that check function run, and the tests that measure CPU time start only
-  after both ended; a job that raises fails its own stage.
+  after all of them ended; a job that raises fails its own stage.
 """
 
 import contextlib
@@ -144,9 +147,11 @@ def stub_run_all():
 
     put(testrun.os, "geteuid", lambda: 0)
     put(testrun.sources, "setup", lambda: None)
-    put(testrun, "_patch_and_package_checks", lambda t: None)
-    put(testrun, "_builds", lambda t, tier: True)
-    put(testrun, "_libvirt_suites", lambda t, built, quick: None)
+    put(testrun.patchqueue, "check", lambda d: None)
+    put(testrun, "_checks", lambda lab: [])
+    put(testrun, "_builds", lambda t, before_kernel=None: (before_kernel(), True)[1])
+    put(testrun, "_lab_suite", lambda: Counts(1, 0))
+    put(testrun, "_other_bases", lambda quick: [])
     put(testrun, "_roots", lambda quick: None)
     put(testrun.patchqueue, "read_series", lambda d: ["0001-x.patch"])
     from lablib.build import unsteal_build
@@ -156,6 +161,8 @@ def stub_run_all():
     put(unsteal_deb, "build_and_check", lambda: Counts(1, 0))
     put(scalehost, "test_smoke", lambda: Counts(1, 0))
     put(testhost, "row_verdict", lambda v, outs: Counts(1, 0))
+    put(testhost, "test_build", lambda: None)
+    put(testhost, "test_rows", lanes)
     return saved
 
 
@@ -172,54 +179,138 @@ def lanes(variants, then=()):
     return out
 
 
+def full_run(stubs=()):
+    """run_all(tier="full") with stub_run_all()'s stand-ins and stubs
+    [(object, name, value)] over them; (exit status, output lines)."""
+    saved = stub_run_all()
+    for obj, name, value in stubs:
+        saved.setdefault((obj, name), getattr(obj, name))
+        setattr(obj, name, value)
+    from lablib import common
+    out = io.StringIO()
+    saved[(common, "PROGRESS")] = common.PROGRESS
+    common.PROGRESS = out       # the stages' progress lines, in the output
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = testrun.run_all(tier="full")
+    finally:
+        for (obj, name), value in saved.items():
+            setattr(obj, name, value)
+    return rc, out.getvalue().splitlines()
+
+
 def broken_selftests_run(image):
     """run_all() with every stage a stand-in that passes, the kselftest
     module unimportable, and the test host image built (image) or not;
     (exit status, output lines)."""
     from lablib.testing import testhost
-    saved = stub_run_all()
-    saved[(testhost, "test_build")] = testhost.test_build
-    saved[(testhost, "test_rows")] = testhost.test_rows
-    testhost.test_build = (lambda: "testhost.img") if image else (lambda: None)
-    testhost.test_rows = lanes
     sys.modules["lablib.testing.kselftest"] = None  # 'from . import kselftest' raises ImportError
-    out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            rc = testrun.run_all(tier="full")
+        return full_run([(testhost, "test_build",
+                          (lambda: "testhost.img") if image else (lambda: None)),
+                         (testhost, "test_rows", lanes)])
     finally:
         del sys.modules["lablib.testing.kselftest"]
-        for (obj, name), value in saved.items():
-            setattr(obj, name, value)
-    return rc, out.getvalue().splitlines()
 
 
 # Without a test host image the selftests run alone (the image stage's
 # stand-in passes without an image: its stage counts one); with one they
 # run in the matrix's lanes, and their exception fails their own stage.
 rc, lines = broken_selftests_run(image=False)
-ok(rc == 1 and lines[-1] == "5 passed, 1 failed, 0 skipped"
+ok(rc == 1 and lines[-1] == "7 passed, 1 failed, 0 skipped"
    and any("kernel selftests" in x and "ModuleNotFoundError" in x for x in lines),
    "a kernel selftest module that cannot be imported fails the run", lines[-4:])
 rc, lines = broken_selftests_run(image=True)
-ok(rc == 1 and lines[-1] == "12 passed, 1 failed, 0 skipped"
+ok(rc == 1 and lines[-1] == "14 passed, 1 failed, 0 skipped"
    and any("kernel selftests" in x and "ModuleNotFoundError" in x for x in lines),
    "... also when the selftests ran in the matrix's lanes", lines[-4:])
 
 
+def stages(lines):
+    """The stages a run started, in order ('lab [MM:SS] test: NAME')."""
+    return [x.split("] test: ", 1)[1] for x in lines if "] test: " in x
+            and not x.split("] test: ", 1)[1].startswith("waited ")]
+
+
+# run_all(): the checks made beside the libvirt builds.  The stand-ins of
+# the checks wait until the libvirt build has started (so they can only
+# pass by running beside it) and note their nice and thread; the kernel
+# build notes whether every check had ended.
+def checks_run(failing=None):
+    import threading
+    from lablib.build import kcheck, kernel, libvirt
+    from lablib.lab import guest
+    from lablib.package import kernel_deb, libvirt_deb
+    events, lock, started = [], threading.Lock(), threading.Event()
+
+    def note(what, **kw):
+        with lock:
+            events.append((what, kw))
+
+    def check(what):
+        def fn(*args):
+            note(what, beside_build=started.wait(5), nice=os.getpriority(os.PRIO_PROCESS, 0),
+                 thread=threading.get_ident())
+            if what == failing:
+                raise LabError(f"{what} broke")
+        return fn
+
+    def build_libvirt(install=True, stack=None):
+        started.set()
+        note("build libvirt", thread=threading.get_ident())
+        return "src"
+
+    def build_kernel(patched):
+        note("build kernel", checks_done=len([e for e in events if "beside_build" in e[1]]))
+
+    stubs = [(testrun, name, getattr(testrun, name)) for name in ("_checks", "_builds")]
+    stubs += [(testrun.patchqueue, "check", check("series")),
+              (kcheck, "checkpatch", check("checkpatch")),
+              (kcheck, "configure_matrix", check("config matrix")),
+              (libvirt_deb, "check_prepare", check("libvirt package")),
+              (kernel_deb, "quick_check", check("kernel package")),
+              (libvirt, "build", build_libvirt), (libvirt, "build_stock", lambda: "pfx"),
+              (kernel, "build", build_kernel), (guest, "build_initramfs", lambda: None),
+              (testrun, "kernel_selftests", lambda: Counts(1, 0))]
+    rc, lines = full_run(stubs)
+    return rc, lines, events
+
+
+rc, lines, events = checks_run()
+runs = stages(lines)
+main_thread = dict(events)["build libvirt"]["thread"]
+beside = [kw for w, kw in events[1:] if "beside_build" in kw]
+ok(rc == 0 and events[0][0] == "series" and events[0][1]["thread"] == main_thread
+   and len(beside) == 7 and all(kw["beside_build"] and kw["nice"] == 0
+                                and kw["thread"] != main_thread for kw in beside),
+   "the daemon's series is checked first; the other checks run beside the libvirt build, "
+   "at nice 0", events)
+counted = [i for i, x in enumerate(runs) if x.endswith("apply in order") or "checkpatch" in x
+           or "config matrix" in x or (" package: " in x and not x.startswith("unsteal"))]
+ok(dict(events)["build kernel"]["checks_done"] == 8 and len(counted) == 8
+   and runs.index("build kernel") > max(counted),
+   "the kernel build starts after every check ended, and they are counted before it", runs)
+rc, lines, events = checks_run(failing="checkpatch")
+ok(rc == 1 and any("FAIL: kernel series: checkpatch" in x and "checkpatch broke" in x
+                   for x in lines) and "build kernel" in dict(events),
+   "a check that raised beside the builds fails its own stage, and the run goes on",
+   [x for x in lines if "FAIL" in x])
+
+
 # run_all(): what is made beside the function tests, and when the tests
 # that measure CPU time start.  Each stand-in notes when it ran; the
-# package's and the image's note their nice and their commands' nice.
+# package's, the image's and the other libvirt base's note their nice and
+# their commands' nice.
 def nice_of_command():
     import subprocess
     return int(subprocess.run(["sh", "-c", "cut -d' ' -f19 /proc/self/stat"],
                               capture_output=True, text=True).stdout)
 
 
-def beside_run(package_raises=False):
+def beside_run(package_raises=False, other_build_raises=False):
     import threading
     import time
-    from lablib.build import unsteal_build
+    from lablib.build import libvirt, unsteal_build
     from lablib.package import unsteal_deb
     from lablib.testing import testhost
     events, lock = [], threading.Lock()
@@ -246,40 +337,57 @@ def beside_run(package_raises=False):
         note("image", nice=os.getpriority(os.PRIO_PROCESS, 0))
         return "testhost.img"
 
-    saved = stub_run_all()
-    for obj, name, value in ((unsteal_build, "test", tests),
-                             (unsteal_deb, "build_and_check", package),
-                             (testhost, "test_build", image),
-                             (testhost, "test_rows", lanes),
-                             (testrun, "kernel_selftests", lambda: Counts(1, 0))):
-        saved[(obj, name)] = getattr(obj, name)
-        setattr(obj, name, value)
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            rc = testrun.run_all(tier="full")
-    finally:
-        for (obj, name), value in saved.items():
-            setattr(obj, name, value)
-    return rc, out.getvalue().splitlines(), events
+    def other_build(install=True, stack=None):
+        note("other build", nice=os.getpriority(os.PRIO_PROCESS, 0), install=install)
+        if other_build_raises:
+            raise LabError("libvirt-9.0 does not compile")
+        return "src"
+
+    def other_suite(syntax_check=True, stack=None):
+        note("other suite", nice=os.getpriority(os.PRIO_PROCESS, 0))
+        return Counts(1, 0)
+
+    rc, lines = full_run([(unsteal_build, "test", tests),
+                          (unsteal_deb, "build_and_check", package),
+                          (testhost, "test_build", image),
+                          (testhost, "test_rows", lanes),
+                          (testrun, "kernel_selftests", lambda: Counts(1, 0)),
+                          (testrun, "_other_bases", testrun._other_bases),
+                          (libvirt, "build", other_build),
+                          (libvirt, "test_suite", other_suite)])
+    return rc, lines, events
 
 
 rc, lines, events = beside_run()
 order = [(w, kw.get("part")) for w, kw in events]
 ok(rc == 0 and order == [("tests start", "function"), ("package", None),
                          ("tests end", "function"), ("image", None),
+                         ("other build", None), ("other suite", None),
                          ("tests start", "cpu-time"), ("tests end", "cpu-time")],
-   "the package and the image are made while the function tests run; the CPU-time "
-   "tests start after both", order)
+   "the package, the image and the other libvirt base are made while the function "
+   "tests run; the CPU-time tests start after all of them", order)
 ok(events[0][1] == {"no_suites": ["cpu-time"], "part": "function"}
-   and events[4][1] == {"suites": ["cpu-time"], "part": "cpu-time"},
+   and events[6][1] == {"suites": ["cpu-time"], "part": "cpu-time"},
    "the two parts of meson test are the two sides of suite cpu-time", events)
 ok(dict(events)["package"] == {"nice": 10, "command": 10} and dict(events)["image"]["nice"] == 10
-   and os.getpriority(os.PRIO_PROCESS, 0) == 0,
+   and dict(events)["other build"] == {"nice": 10, "install": False}
+   and dict(events)["other suite"]["nice"] == 10 and os.getpriority(os.PRIO_PROCESS, 0) == 0,
    "the jobs beside the tests and their commands run at nice 10, the tests at 0", events)
+runs = stages(lines)
+ok(runs.index("build libvirt-9.0") < runs.index("libvirt-9.0: libvirt's own test suite and "
+                                                "syntax-check")
+   < [i for i, x in enumerate(runs) if "measure CPU time" in x][0],
+   "the other base's build and suite are counted before the CPU-time tests", runs)
 rc, lines, events = beside_run(package_raises=True)
-ok(rc == 1 and lines[-1] == "12 passed, 1 failed, 0 skipped"
+ok(rc == 1 and lines[-1] == "16 passed, 1 failed, 0 skipped"
    and any("unsteal package" in x and "lintian found an error" in x for x in lines),
    "a job that raised beside the tests fails its own stage", lines[-4:])
+rc, lines, events = beside_run(other_build_raises=True)
+ok(rc == 1 and lines[-1] == "15 passed, 1 failed, 0 skipped"
+   and any("FAIL: build libvirt-9.0" in x and "does not compile" in x for x in lines)
+   and "other suite" not in dict(events)
+   and not any("libvirt-9.0: libvirt's own test suite" in x for x in stages(lines)),
+   "an other base that does not build fails its build stage; its suite neither runs "
+   "nor counts", [x for x in lines if "FAIL" in x or "passed" in x])
 
 sys.exit(tap.end())

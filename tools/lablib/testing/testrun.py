@@ -3,25 +3,27 @@
 N skipped' (tally.py); --tier unit and --tier lab run a part of it (TIERS).
 
 The full tier's stages, in order (lab: setup, the builds and our meson
-tests; unit: only the unit suite, without root): setup; the patch checks of
-every stack (every patch lints clean and applies in order); the packaging
-checks (each libvirt stack's Debian source package assembles with the series
-on Debian's own patches; the kernel series applies on Debian's patched linux
-tree and the flavour's config has what it needs; the full package builds are
-'tools/lab package', not tests); the builds; the kernel series' checkpatch
---strict and its config matrix, resolved (built by 'tools/lab check kernel
---config-matrix'); libvirt's own test suite and syntax-check on the patched
-tree; every other libvirt base (libvirt-9.0, the Debian 12 port): its build
-and libvirt's own suite, which holds our qemuvcpucgrouptest; our meson tests
-(unit tests of src/ and the integration tests that drive real guests through
-the lab daemon), those that check function while unsteal's own Debian package
-(built, its autopkgtests run) and the test host's image are made beside them,
-then those that measure CPU time alone; the libvirt integration tests again
-inside the test host, on each row of the host matrix
-(tools/lablib/testing/testhost.py), then the scale benchmark's smoke run in it
-(scalehost.py) and the kernel selftests in QEMU (once the kernel series has
-patches) in the lane of the matrix that ends first.  The Debian roots the
-package and the image start from are made beside the builds.
+tests; unit: only the unit suite, without root): setup; the daemon's libvirt
+series (every patch lints clean and applies in order); the libvirt builds
+(patched, then stock), with beside them the other stacks' series checks, the
+kernel series' checkpatch --strict and its config matrix resolved (built by
+'tools/lab check kernel --config-matrix'), and the packaging checks (each
+libvirt stack's Debian source package assembles with the series on Debian's
+own patches; the kernel series applies on Debian's patched linux tree and the
+flavour's config has what it needs; the full package builds are 'tools/lab
+package', not tests); the kernel build, after those checks; libvirt's own
+test suite and syntax-check on the patched tree; our meson tests (unit tests
+of src/ and the integration tests that drive real guests through the lab
+daemon), those that check function while unsteal's own Debian package
+(built, its autopkgtests run), the test host's image and every other libvirt
+base (libvirt-9.0, the Debian 12 port: its build and libvirt's own suite,
+which holds our qemuvcpucgrouptest) are made beside them, then those that
+measure CPU time alone; the libvirt integration tests again inside the test
+host, on each row of the host matrix (tools/lablib/testing/testhost.py), then
+the scale benchmark's smoke run in it (scalehost.py) and the kernel selftests
+in QEMU (once the kernel series has patches) in the lane of the matrix that
+ends first.  The Debian roots the package and the image start from are made
+beside the builds.
 
 UNSTEAL_LIBVIRT_STACK=libvirt-9.0 runs the daemon and integration tests
 against the Debian 12 port instead (the 11.3.0 stack then gets the short
@@ -68,26 +70,36 @@ def run_all(tier="full", quick=False):
         return t.summary()
     from ..build import unsteal_build
     if tier != "full":
-        _builds(t, tier)
+        _builds(t)
         t.stage("our tests (meson test)", unsteal_build.test)
         return t.summary()
-    _patch_and_package_checks(t)
+    lab = stacks.lab_libvirt()
+    # The daemon's libvirt series first: the libvirt builds start from its
+    # base.  The other checks of the patches and the packaging checks, one
+    # process at a time that waits on git, tar and the disk more than it
+    # computes, run beside those builds; the kernel build waits for them.
+    t.stage(_series_stage(lab), lambda: patchqueue.check(lab.dir))
+    checks = _Beside(_checks(lab), nice=0)
     roots = _Beside([(ROOTS, lambda: _roots(quick))])
-    built = _builds(t, tier)
-    _libvirt_suites(t, built, quick)
+    built = _builds(t, before_kernel=lambda: _count(t, checks.jobs, checks.wait()))
+    if built and not quick:
+        t.stage(f"libvirt's own test suite and syntax-check{_which(lab)}",
+                _lab_suite)
     error = roots.wait()[ROOTS]
     if error:
         step(f"test: making {ROOTS} beside the builds failed ({error}); the stages "
              f"that need them make them")
-    # unsteal's package and the test host's image are made beside the tests
-    # that check function (daemons, cgroup files, placement); the tests that
-    # measure CPU time (suite cpu-time, tests/meson.build) run after them,
-    # alone on the CPUs.
-    made = _Beside(_package_and_image(built, quick))
+    # unsteal's package, the test host's image and the other libvirt bases'
+    # builds are made beside the tests that check function (daemons, cgroup
+    # files, placement); the tests that measure CPU time (suite cpu-time,
+    # tests/meson.build) run after them, alone on the CPUs.
+    others = _other_bases(quick)
+    made = _Beside(_package_and_image(built, quick) + others)
     t.stage("our tests that check function (meson test --no-suite cpu-time), beside "
-            "the unsteal package and the test host image",
+            "the unsteal package, the test host image and the other libvirt bases",
             lambda: unsteal_build.test(no_suites=["cpu-time"], part="function"))
     outcomes = made.wait()
+    _count(t, others, outcomes)
     t.stage("our tests that measure CPU time (meson test --suite cpu-time), alone",
             lambda: unsteal_build.test(suites=["cpu-time"], part="cpu-time"))
     _package_and_hosts(t, outcomes)
@@ -98,21 +110,26 @@ ROOTS = "the Debian roots"
 
 
 class _Beside:
-    """Work run in a thread beside the stages, at nice 10 (Linux keeps nice
-    per thread, and the thread's commands inherit it), so that what runs in
-    the foreground keeps the CPUs it needs.  jobs: [(name, function)], run
-    in order; wait() joins the thread and returns {name: the function's
-    value or the exception it raised} (testhost.job_result() turns one
-    into a stage's result)."""
+    """Work run in a thread beside the stages, at nice 10 unless told (Linux
+    keeps nice per thread, and the thread's commands inherit it), so that
+    what runs in the foreground keeps the CPUs it needs.  jobs: [(name,
+    function)] or [(name, function, after)], run in order; a job with after
+    runs only when the job named after returned.  wait() joins the thread
+    and returns {name: the function's value or the exception it raised}
+    (testhost.job_result() turns one into a stage's result; a job that did
+    not run has no entry)."""
 
-    def __init__(self, jobs):
-        self.jobs, self.outcomes = jobs, {}
+    def __init__(self, jobs, nice=10):
+        self.jobs, self.nice, self.outcomes = jobs, nice, {}
         self.thread = threading.Thread(target=self._run, daemon=True, name="beside")
         self.thread.start()
 
     def _run(self):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        for name, fn in self.jobs:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+        for name, fn, *after in self.jobs:
+            if after and (after[0] not in self.outcomes
+                          or isinstance(self.outcomes[after[0]], Exception)):
+                continue
             try:
                 self.outcomes[name] = fn()
             except Exception as e:      # counted where wait()'s caller wants it
@@ -123,8 +140,19 @@ class _Beside:
         self.thread.join()
         waited = time.monotonic() - t0
         if waited >= 1:
-            step(f"test: waited {waited:.0f} s for {', '.join(name for name, _ in self.jobs)}")
+            names = [job[0] for job in self.jobs]
+            step(f"test: waited {waited:.0f} s for {names[0]}"
+                 + (f" and {len(names) - 1} more job(s) beside it" if len(names) > 1 else ""))
         return self.outcomes
+
+
+def _count(t, jobs, outcomes):
+    """Each job of a _Beside that ran, as a stage of its own, in the jobs'
+    order: its value, or the exception it raised, which fails the stage."""
+    from .testhost import job_result
+    for name, *_ in jobs:
+        if name in outcomes:
+            t.stage(name, lambda name=name: job_result(outcomes[name]))
 
 
 def _roots(quick):
@@ -157,23 +185,37 @@ def kernel_selftests():
     return kselftest.run("patched")
 
 
-def _patch_and_package_checks(t):
-    for s in stacks.known():
-        t.stage(f"{s.key} series: lint and apply in order",
-                lambda d=s.dir: patchqueue.check(d))
+def _series_stage(stack):
+    return f"{stack.key} series: lint and apply in order"
+
+
+def _checks(lab):
+    """The checks made beside the libvirt builds: every other stack's patch
+    check (lint and apply in order), the kernel series' checkpatch --strict
+    and its config matrix resolved (the matrix builds are 'tools/lab check
+    kernel --config-matrix'), then the packaging checks of each stack."""
+    from ..build import kcheck
     from ..package import kernel_deb, libvirt_deb
+    jobs = [(_series_stage(s), lambda d=s.dir: patchqueue.check(d))
+            for s in stacks.known() if s.key != lab.key]
+    jobs += [("kernel series: checkpatch --strict (kernel-patches/checkpatch.accepted)",
+              lambda: _one(kcheck.checkpatch())),
+             ("kernel config matrix: each configuration resolves as its fragment asks",
+              lambda: _one(kcheck.configure_matrix()))]
     for s in sorted(stacks.known(), key=lambda s: s.key):
         if s.package == "libvirt":
-            t.stage(f"{s.key} package: Debian source package with the series (dpkg-source, "
-                    f"fuzz 0, changelog)", lambda d=s.dir: _one(libvirt_deb.check_prepare(d)))
+            jobs.append((f"{s.key} package: Debian source package with the series "
+                         f"(dpkg-source, fuzz 0, changelog)",
+                         lambda d=s.dir: _one(libvirt_deb.check_prepare(d))))
         elif s.package == "linux":
-            t.stage(f"{s.key} package: series on Debian's patched linux tree, flavour config",
-                    lambda d=s.dir: _one(kernel_deb.quick_check(d)))
+            jobs.append((f"{s.key} package: series on Debian's patched linux tree, flavour "
+                         f"config", lambda d=s.dir: _one(kernel_deb.quick_check(d))))
+    return jobs
 
 
-def _builds(t, tier):
-    """The builds every tier but unit needs; the kernel series' checks in
-    the full tier.  Returns whether libvirt built."""
+def _builds(t, before_kernel=None):
+    """The builds every tier but unit needs; before_kernel() runs before
+    the kernel's.  Returns whether libvirt built."""
     from ..build import libvirt, kernel
     from ..lab import guest
     lab = stacks.lab_libvirt()
@@ -181,15 +223,9 @@ def _builds(t, tier):
     if lab.default:
         # vcpu_cgroup_inert compares the default mode with stock libvirt
         t.stage("build stock libvirt (the base without the series)", libvirt.build_stock)
+    if before_kernel:
+        before_kernel()
     t.stage("build kernel", lambda: kernel.build(patched=True))
-    if tier == "full":
-        # The kernel series' checkpatch --strict, and its config matrix resolved
-        # (the matrix builds are 'tools/lab check kernel --config-matrix').
-        from ..build import kcheck
-        t.stage("kernel series: checkpatch --strict (kernel-patches/checkpatch.accepted)",
-                lambda: _one(kcheck.checkpatch()))
-        t.stage("kernel config matrix: each configuration resolves as its fragment asks",
-                lambda: _one(kcheck.configure_matrix()))
     t.stage("build guest initramfs", guest.build_initramfs)
     return built
 
@@ -200,22 +236,27 @@ def _which(lab):
     return "" if lab.default else f" ({lab.key})"
 
 
-def _libvirt_suites(t, built, quick):
+def _lab_suite():
+    from ..build import libvirt
+    return libvirt.test_suite(syntax_check=True)
+
+
+def _other_bases(quick):
+    """The jobs that keep the other libvirt bases building and passing
+    libvirt's own suite, which holds our qemuvcpucgrouptest (under a minute
+    once built; their syntax-check only in a full run): each base's build,
+    then its suite when it built."""
     from ..build import libvirt
     lab = stacks.lab_libvirt()
-    if built and not quick:
-        t.stage(f"libvirt's own test suite and syntax-check{_which(lab)}",
-                lambda: libvirt.test_suite(syntax_check=True))
-    # The other libvirt bases: kept building and passing libvirt's own unit
-    # suite (under a minute once built); their syntax-check only in a full run.
+    jobs = []
     for other in stacks.of_package("libvirt"):
         if other.key == lab.key:
             continue
-        if t.stage(f"build {other.key}",
-                   lambda s=other: libvirt.build(install=False, stack=s)) is None:
-            continue
-        t.stage(f"{other.key}: libvirt's own test suite" + ("" if quick else " and syntax-check"),
-                lambda s=other: libvirt.test_suite(syntax_check=not quick, stack=s))
+        build = f"build {other.key}"
+        jobs += [(build, lambda s=other: libvirt.build(install=False, stack=s)),
+                 (f"{other.key}: libvirt's own test suite" + ("" if quick else " and syntax-check"),
+                  lambda s=other: libvirt.test_suite(syntax_check=not quick, stack=s), build)]
+    return jobs
 
 
 PACKAGE = "unsteal package: build with its tests, lintian, autopkgtests (Debian 13)"
