@@ -17,11 +17,12 @@ and tools/lab test's stages are replaced by stand-ins.
 - run_all(): a kernel selftest module that cannot be imported fails the run
   (it was once dropped silently behind 'except ImportError'); the other
   stacks' patch checks and the packaging checks run beside the libvirt
-  build, at nice 0, and the kernel build starts after they ended; unsteal's
-  package, the test host's image and the other libvirt base (its build,
-  then its suite only when it built) are made at nice 10 while the tests
-  that check function run, and the tests that measure CPU time start only
-  after all of them ended; a job that raises fails its own stage.
+  build, at nice 0, the kernel build starts once those that use the kernel
+  tree ended, and the packaging checks go on beside it; unsteal's package
+  then the test host's image, and beside them the other libvirt base (its
+  build, then its suite only when it built), are made at nice 10 while the
+  tests that check function run, and the tests that measure CPU time start
+  only after all of them ended; a job that raises fails its own stage.
 """
 
 import contextlib
@@ -232,28 +233,36 @@ def stages(lines):
             and not x.split("] test: ", 1)[1].startswith("waited ")]
 
 
-# run_all(): the checks made beside the libvirt builds.  The stand-ins of
-# the checks wait until the libvirt build has started (so they can only
-# pass by running beside it) and note their nice and thread; the kernel
-# build notes whether every check had ended.
+# run_all(): the checks made beside the builds.  The stand-ins of the
+# checks wait until the libvirt build has started (so they can only pass by
+# running beside it) and note their nice and thread; the packaging checks
+# also wait until the kernel build has started; the kernel build notes which
+# checks had ended.
 def checks_run(failing=None):
     import threading
     from lablib.build import kcheck, kernel, libvirt
     from lablib.lab import guest
     from lablib.package import kernel_deb, libvirt_deb
-    events, lock, started = [], threading.Lock(), threading.Event()
+    events, lock = [], threading.Lock()
+    started, kernel_started = threading.Event(), threading.Event()
 
     def note(what, **kw):
         with lock:
             events.append((what, kw))
 
-    def check(what):
+    def check(what, beside=None):
         def fn(*args):
-            note(what, beside_build=started.wait(5), nice=os.getpriority(os.PRIO_PROCESS, 0),
-                 thread=threading.get_ident())
+            kw = {"beside_build": started.wait(5)}
+            if beside:
+                kw["beside_kernel"] = beside.wait(5)
+            note(what, nice=os.getpriority(os.PRIO_PROCESS, 0), thread=threading.get_ident(),
+                 **kw)
             if what == failing:
                 raise LabError(f"{what} broke")
         return fn
+
+    def series(d):
+        check("series " + os.path.basename(d))()
 
     def build_libvirt(install=True, stack=None):
         started.set()
@@ -261,14 +270,17 @@ def checks_run(failing=None):
         return "src"
 
     def build_kernel(patched):
-        note("build kernel", checks_done=len([e for e in events if "beside_build" in e[1]]))
+        with lock:
+            note_done = [w for w, kw in events if "beside_build" in kw]
+        kernel_started.set()
+        note("build kernel", done=note_done)
 
     stubs = [(testrun, name, getattr(testrun, name)) for name in ("_checks", "_builds")]
-    stubs += [(testrun.patchqueue, "check", check("series")),
+    stubs += [(testrun.patchqueue, "check", series),
               (kcheck, "checkpatch", check("checkpatch")),
               (kcheck, "configure_matrix", check("config matrix")),
-              (libvirt_deb, "check_prepare", check("libvirt package")),
-              (kernel_deb, "quick_check", check("kernel package")),
+              (libvirt_deb, "check_prepare", check("libvirt package", kernel_started)),
+              (kernel_deb, "quick_check", check("kernel package", kernel_started)),
               (libvirt, "build", build_libvirt), (libvirt, "build_stock", lambda: "pfx"),
               (kernel, "build", build_kernel), (guest, "build_initramfs", lambda: None),
               (testrun, "kernel_selftests", lambda: Counts(1, 0))]
@@ -279,17 +291,23 @@ def checks_run(failing=None):
 rc, lines, events = checks_run()
 runs = stages(lines)
 main_thread = dict(events)["build libvirt"]["thread"]
-beside = [kw for w, kw in events[1:] if "beside_build" in kw]
-ok(rc == 0 and events[0][0] == "series" and events[0][1]["thread"] == main_thread
+beside = [(w, kw) for w, kw in events[1:] if "beside_build" in kw]
+ok(rc == 0 and events[0][0] == "series debian-13" and events[0][1]["thread"] == main_thread
    and len(beside) == 7 and all(kw["beside_build"] and kw["nice"] == 0
-                                and kw["thread"] != main_thread for kw in beside),
+                                and kw["thread"] != main_thread for w, kw in beside),
    "the daemon's series is checked first; the other checks run beside the libvirt build, "
    "at nice 0", events)
+done = dict(events)["build kernel"]["done"]
+packages = [kw for w, kw in beside if w.endswith("package")]
+ok({"series kernel-patches", "checkpatch", "config matrix"} <= set(done)
+   and len(packages) == 3 and all(kw["beside_kernel"] for kw in packages),
+   "the kernel build starts once the checks that use the kernel tree ended; the packaging "
+   "checks run beside it", events)
 counted = [i for i, x in enumerate(runs) if x.endswith("apply in order") or "checkpatch" in x
            or "config matrix" in x or (" package: " in x and not x.startswith("unsteal"))]
-ok(dict(events)["build kernel"]["checks_done"] == 8 and len(counted) == 8
-   and runs.index("build kernel") > max(counted),
-   "the kernel build starts after every check ended, and they are counted before it", runs)
+ok(len(counted) == 8 and runs.index("build kernel") < counted[1]
+   and counted[-1] < runs.index("libvirt's own test suite and syntax-check"),
+   "every check is counted, those beside the builds after them", runs)
 rc, lines, events = checks_run(failing="checkpatch")
 ok(rc == 1 and any("FAIL: kernel series: checkpatch" in x and "checkpatch broke" in x
                    for x in lines) and "build kernel" in dict(events),
@@ -326,9 +344,12 @@ def beside_run(package_raises=False, other_build_raises=False):
         note("tests end", **kw)
         return Counts(1, 0)
 
+    package_ended = threading.Event()
+
     def package():
         note("package", nice=os.getpriority(os.PRIO_PROCESS, 0), command=nice_of_command())
         time.sleep(0.5)         # still running when the function tests end
+        package_ended.set()
         if package_raises:
             raise LabError("lintian found an error")
         return Counts(1, 0)
@@ -338,7 +359,8 @@ def beside_run(package_raises=False, other_build_raises=False):
         return "testhost.img"
 
     def other_build(install=True, stack=None):
-        note("other build", nice=os.getpriority(os.PRIO_PROCESS, 0), install=install)
+        note("other build", nice=os.getpriority(os.PRIO_PROCESS, 0), install=install,
+             package_ended=package_ended.is_set())
         if other_build_raises:
             raise LabError("libvirt-9.0 does not compile")
         return "src"
@@ -360,17 +382,25 @@ def beside_run(package_raises=False, other_build_raises=False):
 
 rc, lines, events = beside_run()
 order = [(w, kw.get("part")) for w, kw in events]
-ok(rc == 0 and order == [("tests start", "function"), ("package", None),
-                         ("tests end", "function"), ("image", None),
-                         ("other build", None), ("other suite", None),
-                         ("tests start", "cpu-time"), ("tests end", "cpu-time")],
-   "the package, the image and the other libvirt base are made while the function "
+cpu_time = order.index(("tests start", "cpu-time"))
+function = order.index(("tests start", "function"))
+ok(rc == 0 and sorted(order[:cpu_time]) == [("image", None), ("other build", None),
+                                            ("other suite", None), ("package", None),
+                                            ("tests end", "function"),
+                                            ("tests start", "function")]
+   and order.index(("package", None)) < order.index(("tests end", "function"))
+   and order.index(("package", None)) < order.index(("image", None))
+   and order.index(("other build", None)) < order.index(("other suite", None))
+   and order[cpu_time:] == [("tests start", "cpu-time"), ("tests end", "cpu-time")],
+   "the package, then the image, and the other libvirt base are made while the function "
    "tests run; the CPU-time tests start after all of them", order)
-ok(events[0][1] == {"no_suites": ["cpu-time"], "part": "function"}
-   and events[6][1] == {"suites": ["cpu-time"], "part": "cpu-time"},
+ok(events[function][1] == {"no_suites": ["cpu-time"], "part": "function"}
+   and events[cpu_time][1] == {"suites": ["cpu-time"], "part": "cpu-time"},
    "the two parts of meson test are the two sides of suite cpu-time", events)
+ok(dict(events)["other build"]["package_ended"] is False,
+   "the other base is built beside the package, not after it", events)
 ok(dict(events)["package"] == {"nice": 10, "command": 10} and dict(events)["image"]["nice"] == 10
-   and dict(events)["other build"] == {"nice": 10, "install": False}
+   and dict(events)["other build"] == {"nice": 10, "install": False, "package_ended": False}
    and dict(events)["other suite"]["nice"] == 10 and os.getpriority(os.PRIO_PROCESS, 0) == 0,
    "the jobs beside the tests and their commands run at nice 10, the tests at 0", events)
 runs = stages(lines)

@@ -5,13 +5,14 @@ N skipped' (tally.py); --tier unit and --tier lab run a part of it (TIERS).
 The full tier's stages, in order (lab: setup, the builds and our meson
 tests; unit: only the unit suite, without root): setup; the daemon's libvirt
 series (every patch lints clean and applies in order); the libvirt builds
-(patched, then stock), with beside them the other stacks' series checks, the
-kernel series' checkpatch --strict and its config matrix resolved (built by
-'tools/lab check kernel --config-matrix'), and the packaging checks (each
-libvirt stack's Debian source package assembles with the series on Debian's
-own patches; the kernel series applies on Debian's patched linux tree and the
-flavour's config has what it needs; the full package builds are 'tools/lab
-package', not tests); the kernel build, after those checks; libvirt's own
+(patched, then stock) and the kernel's, which starts after the kernel series'
+checks that use its work tree; beside the builds, the other stacks' series
+checks, the kernel series' checkpatch --strict and its config matrix resolved
+(built by 'tools/lab check kernel --config-matrix'), and the packaging checks
+(each libvirt stack's Debian source package assembles with the series on
+Debian's own patches; the kernel series applies on Debian's patched linux
+tree and the flavour's config has what it needs; the full package builds are
+'tools/lab package', not tests), counted after the builds; libvirt's own
 test suite and syntax-check on the patched tree; our meson tests (unit tests
 of src/ and the integration tests that drive real guests through the lab
 daemon), those that check function while unsteal's own Debian package
@@ -77,11 +78,13 @@ def run_all(tier="full", quick=False):
     # The daemon's libvirt series first: the libvirt builds start from its
     # base.  The other checks of the patches and the packaging checks, one
     # process at a time that waits on git, tar and the disk more than it
-    # computes, run beside those builds; the kernel build waits for them.
+    # computes, run beside the builds; the kernel build waits for those that
+    # use the kernel's work tree.
     t.stage(_series_stage(lab), lambda: patchqueue.check(lab.dir))
     checks = _Beside(_checks(lab), nice=0)
     roots = _Beside([(ROOTS, lambda: _roots(quick))])
-    built = _builds(t, before_kernel=lambda: _count(t, checks.jobs, checks.wait()))
+    built = _builds(t, before_kernel=lambda: checks.wait_for(CONFIG_MATRIX))
+    _count(t, checks.jobs, checks.wait())
     if built and not quick:
         t.stage(f"libvirt's own test suite and syntax-check{_which(lab)}",
                 _lab_suite)
@@ -89,16 +92,17 @@ def run_all(tier="full", quick=False):
     if error:
         step(f"test: making {ROOTS} beside the builds failed ({error}); the stages "
              f"that need them make them")
-    # unsteal's package, the test host's image and the other libvirt bases'
-    # builds are made beside the tests that check function (daemons, cgroup
-    # files, placement); the tests that measure CPU time (suite cpu-time,
+    # unsteal's package and the test host's image (one thread: the image
+    # installs the package), and the other libvirt bases' builds (another)
+    # are made beside the tests that check function (daemons, cgroup files,
+    # placement); the tests that measure CPU time (suite cpu-time,
     # tests/meson.build) run after them, alone on the CPUs.
     others = _other_bases(quick)
-    made = _Beside(_package_and_image(built, quick) + others)
+    made = [_Beside(_package_and_image(built, quick)), _Beside(others)]
     t.stage("our tests that check function (meson test --no-suite cpu-time), beside "
             "the unsteal package, the test host image and the other libvirt bases",
             lambda: unsteal_build.test(no_suites=["cpu-time"], part="function"))
-    outcomes = made.wait()
+    outcomes = {name: value for m in made for name, value in m.wait().items()}
     _count(t, others, outcomes)
     t.stage("our tests that measure CPU time (meson test --suite cpu-time), alone",
             lambda: unsteal_build.test(suites=["cpu-time"], part="cpu-time"))
@@ -120,7 +124,8 @@ class _Beside:
     not run has no entry)."""
 
     def __init__(self, jobs, nice=10):
-        self.jobs, self.nice, self.outcomes = jobs, nice, {}
+        self.jobs, self.nice, self.outcomes, self.done = jobs, nice, {}, False
+        self.ended = threading.Condition()
         self.thread = threading.Thread(target=self._run, daemon=True, name="beside")
         self.thread.start()
 
@@ -131,9 +136,24 @@ class _Beside:
                           or isinstance(self.outcomes[after[0]], Exception)):
                 continue
             try:
-                self.outcomes[name] = fn()
+                outcome = fn()
             except Exception as e:      # counted where wait()'s caller wants it
-                self.outcomes[name] = e
+                outcome = e
+            with self.ended:
+                self.outcomes[name] = outcome
+                self.ended.notify_all()
+        with self.ended:
+            self.done = True
+            self.ended.notify_all()
+
+    def wait_for(self, name):
+        """Until the job named has ended (or the thread, when the job did not run)."""
+        t0 = time.monotonic()
+        with self.ended:
+            self.ended.wait_for(lambda: name in self.outcomes or self.done)
+        waited = time.monotonic() - t0
+        if waited >= 1:
+            step(f"test: waited {waited:.0f} s for {name}")
 
     def wait(self):
         t0 = time.monotonic()
@@ -189,19 +209,24 @@ def _series_stage(stack):
     return f"{stack.key} series: lint and apply in order"
 
 
+CONFIG_MATRIX = "kernel config matrix: each configuration resolves as its fragment asks"
+
+
 def _checks(lab):
-    """The checks made beside the libvirt builds: every other stack's patch
-    check (lint and apply in order), the kernel series' checkpatch --strict
-    and its config matrix resolved (the matrix builds are 'tools/lab check
-    kernel --config-matrix'), then the packaging checks of each stack."""
+    """The checks made beside the builds, in order: the kernel series' patch
+    check (lint and apply in order), its checkpatch --strict and its config
+    matrix resolved (the matrix builds are 'tools/lab check kernel
+    --config-matrix'), the last that uses the kernel's work tree; then every
+    other stack's patch check, and the packaging checks of each stack."""
     from ..build import kcheck
     from ..package import kernel_deb, libvirt_deb
-    jobs = [(_series_stage(s), lambda d=s.dir: patchqueue.check(d))
-            for s in stacks.known() if s.key != lab.key]
-    jobs += [("kernel series: checkpatch --strict (kernel-patches/checkpatch.accepted)",
-              lambda: _one(kcheck.checkpatch())),
-             ("kernel config matrix: each configuration resolves as its fragment asks",
-              lambda: _one(kcheck.configure_matrix()))]
+    kernel = stacks.get("kernel")
+    jobs = [(_series_stage(kernel), lambda: patchqueue.check(kernel.dir)),
+            ("kernel series: checkpatch --strict (kernel-patches/checkpatch.accepted)",
+             lambda: _one(kcheck.checkpatch())),
+            (CONFIG_MATRIX, lambda: _one(kcheck.configure_matrix()))]
+    jobs += [(_series_stage(s), lambda d=s.dir: patchqueue.check(d))
+             for s in stacks.known() if s.key not in (lab.key, kernel.key)]
     for s in sorted(stacks.known(), key=lambda s: s.key):
         if s.package == "libvirt":
             jobs.append((f"{s.key} package: Debian source package with the series "
