@@ -19,10 +19,11 @@ and tools/lab test's stages are replaced by stand-ins.
   stacks' patch checks and the packaging checks run beside the libvirt
   build, at nice 0, the kernel build starts once those that use the kernel
   tree ended, and the packaging checks go on beside it; unsteal's package
-  then the test host's image, and beside them the other libvirt base (its
-  build, then its suite only when it built), are made at nice 10 while the
-  tests that check function run, and the tests that measure CPU time start
-  only after all of them ended; a job that raises fails its own stage.
+  then the test host's image, and beside them the image's build root
+  compiled (the image waits for it) and the other libvirt base (its build,
+  then its suite only when it built), are made at nice 10 while the tests
+  that check function run, and the tests that measure CPU time start only
+  after all of them ended; a job that raises fails its own stage.
 """
 
 import contextlib
@@ -163,6 +164,7 @@ def stub_run_all():
     put(scalehost, "test_smoke", lambda: Counts(1, 0))
     put(testhost, "row_verdict", lambda v, outs: Counts(1, 0))
     put(testhost, "test_build", lambda: None)
+    put(testhost, "test_build_root", lambda: None)
     put(testhost, "test_rows", lanes)
     return saved
 
@@ -325,7 +327,7 @@ def nice_of_command():
                               capture_output=True, text=True).stdout)
 
 
-def beside_run(package_raises=False, other_build_raises=False):
+def beside_run(package_raises=False, other_build_raises=False, build_root_raises=False):
     import threading
     import time
     from lablib.build import libvirt, unsteal_build
@@ -354,13 +356,23 @@ def beside_run(package_raises=False, other_build_raises=False):
             raise LabError("lintian found an error")
         return Counts(1, 0)
 
+    build_root_ended = threading.Event()
+
+    def build_root():
+        note("build root", nice=os.getpriority(os.PRIO_PROCESS, 0),
+             package_ended=package_ended.is_set())
+        time.sleep(0.7)         # still running when the package ends
+        build_root_ended.set()
+        if build_root_raises:
+            raise LabError("ninja failed in the build root")
+
     def image():
-        note("image", nice=os.getpriority(os.PRIO_PROCESS, 0))
+        note("image", nice=os.getpriority(os.PRIO_PROCESS, 0),
+             after_build_root=build_root_ended.is_set())
         return "testhost.img"
 
     def other_build(install=True, stack=None):
-        note("other build", nice=os.getpriority(os.PRIO_PROCESS, 0), install=install,
-             package_ended=package_ended.is_set())
+        note("other build", nice=os.getpriority(os.PRIO_PROCESS, 0), install=install)
         if other_build_raises:
             raise LabError("libvirt-9.0 does not compile")
         return "src"
@@ -372,6 +384,7 @@ def beside_run(package_raises=False, other_build_raises=False):
     rc, lines = full_run([(unsteal_build, "test", tests),
                           (unsteal_deb, "build_and_check", package),
                           (testhost, "test_build", image),
+                          (testhost, "test_build_root", build_root),
                           (testhost, "test_rows", lanes),
                           (testrun, "kernel_selftests", lambda: Counts(1, 0)),
                           (testrun, "_other_bases", testrun._other_bases),
@@ -384,10 +397,11 @@ rc, lines, events = beside_run()
 order = [(w, kw.get("part")) for w, kw in events]
 cpu_time = order.index(("tests start", "cpu-time"))
 function = order.index(("tests start", "function"))
-ok(rc == 0 and sorted(order[:cpu_time]) == [("image", None), ("other build", None),
-                                            ("other suite", None), ("package", None),
-                                            ("tests end", "function"),
+ok(rc == 0 and sorted(order[:cpu_time]) == [("build root", None), ("image", None),
+                                            ("other build", None), ("other suite", None),
+                                            ("package", None), ("tests end", "function"),
                                             ("tests start", "function")]
+   and order.index(("build root", None)) < order.index(("other build", None))
    and order.index(("package", None)) < order.index(("tests end", "function"))
    and order.index(("package", None)) < order.index(("image", None))
    and order.index(("other build", None)) < order.index(("other suite", None))
@@ -397,10 +411,13 @@ ok(rc == 0 and sorted(order[:cpu_time]) == [("image", None), ("other build", Non
 ok(events[function][1] == {"no_suites": ["cpu-time"], "part": "function"}
    and events[cpu_time][1] == {"suites": ["cpu-time"], "part": "cpu-time"},
    "the two parts of meson test are the two sides of suite cpu-time", events)
-ok(dict(events)["other build"]["package_ended"] is False,
-   "the other base is built beside the package, not after it", events)
+ok(dict(events)["build root"]["package_ended"] is False,
+   "the build root and the other base are built beside the package, not after it", events)
+ok(dict(events)["image"]["after_build_root"] is True,
+   "the image waits for the build root compiled beside it", events)
 ok(dict(events)["package"] == {"nice": 10, "command": 10} and dict(events)["image"]["nice"] == 10
-   and dict(events)["other build"] == {"nice": 10, "install": False, "package_ended": False}
+   and dict(events)["build root"] == {"nice": 10, "package_ended": False}
+   and dict(events)["other build"] == {"nice": 10, "install": False}
    and dict(events)["other suite"]["nice"] == 10 and os.getpriority(os.PRIO_PROCESS, 0) == 0,
    "the jobs beside the tests and their commands run at nice 10, the tests at 0", events)
 runs = stages(lines)
@@ -412,6 +429,12 @@ rc, lines, events = beside_run(package_raises=True)
 ok(rc == 1 and lines[-1] == "16 passed, 1 failed, 0 skipped"
    and any("unsteal package" in x and "lintian found an error" in x for x in lines),
    "a job that raised beside the tests fails its own stage", lines[-4:])
+rc, lines, events = beside_run(build_root_raises=True)
+ok(rc == 0 and lines[-1] == "17 passed, 0 failed, 0 skipped"
+   and any("build root compiled beside the tests failed" in x and "ninja failed" in x
+           for x in lines) and "image" in dict(events),
+   "a build root that failed beside the tests is said, and the image's stage compiles it",
+   [x for x in lines if "build root" in x or "passed" in x])
 rc, lines, events = beside_run(other_build_raises=True)
 ok(rc == 1 and lines[-1] == "15 passed, 1 failed, 0 skipped"
    and any("FAIL: build libvirt-9.0" in x and "does not compile" in x for x in lines)

@@ -31,7 +31,8 @@ from . import qemuboot
 from .qemuboot import Console, parse
 from .qemuboot import boot as boot_qemu
 from . import testhostrelease
-from .testhostimage import build, built_kernel_image, integration_tests, kernel_image
+from .testhostimage import (build, build_root, built_kernel_image, integration_tests,
+                            kernel_image)
 from .testhostrelease import DEFAULT, testhost_dir
 
 # What tools/lab test runs inside the test host, on every variant: the
@@ -292,6 +293,16 @@ def host_lock():
             _LOCK["file"] = dir_lock(testhost_dir(), "tools/lab testhost")
         _LOCK["holders"] += 1
         return _HostLock()
+
+
+def test_build_root():
+    """tools/lab test: the image's build root compiled ahead of test_build(),
+    beside other work."""
+    lock = host_lock()
+    try:
+        build_root()
+    finally:
+        lock.close()
 
 
 def test_build():

@@ -221,6 +221,14 @@ def install_deb(root, deb, rel=DEFAULT):
         os.unlink(root + "/tmp/" + os.path.basename(deb))
 
 
+def build_root(rel=DEFAULT):
+    """What build() compiles in the release's build root (our libvirt from
+    the work tree, unsteal, the guest programs), without the image:
+    tools/lab test makes it beside other work, and build() then finds it
+    built (its build is incremental)."""
+    build_in_root("tree", rel, False)
+
+
 def build(libvirt_from="tree", rel=DEFAULT, stock=False):
     """The release's image; with stock, stock libvirt in it too (check_stock())."""
     t0 = time.monotonic()

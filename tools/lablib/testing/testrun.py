@@ -16,9 +16,10 @@ tree and the flavour's config has what it needs; the full package builds are
 test suite and syntax-check on the patched tree; our meson tests (unit tests
 of src/ and the integration tests that drive real guests through the lab
 daemon), those that check function while unsteal's own Debian package
-(built, its autopkgtests run), the test host's image and every other libvirt
-base (libvirt-9.0, the Debian 12 port: its build and libvirt's own suite,
-which holds our qemuvcpucgrouptest) are made beside them, then those that
+(built, its autopkgtests run), the test host's image (its build root
+compiled in another thread first) and every other libvirt base (libvirt-9.0,
+the Debian 12 port: its build and libvirt's own suite, which holds our
+qemuvcpucgrouptest) are made beside them, then those that
 measure CPU time alone; the libvirt integration tests again inside the test
 host, on each row of the host matrix (tools/lablib/testing/testhost.py), then
 the scale benchmark's smoke run in it (scalehost.py) and the kernel selftests
@@ -93,16 +94,18 @@ def run_all(tier="full", quick=False):
         step(f"test: making {ROOTS} beside the builds failed ({error}); the stages "
              f"that need them make them")
     # unsteal's package and the test host's image (one thread: the image
-    # installs the package), and the other libvirt bases' builds (another)
-    # are made beside the tests that check function (daemons, cgroup files,
-    # placement); the tests that measure CPU time (suite cpu-time,
-    # tests/meson.build) run after them, alone on the CPUs.
+    # installs the package), and the image's build root compiled, then the
+    # other libvirt bases' builds (another) are made beside the tests that
+    # check function (daemons, cgroup files, placement); the tests that
+    # measure CPU time (suite cpu-time, tests/meson.build) run after them,
+    # alone on the CPUs.
     others = _other_bases(quick)
-    made = [_Beside(_package_and_image(built, quick)), _Beside(others)]
+    bases = _Beside(_build_root(built, quick) + others)
+    made = _Beside(_package_and_image(built, quick, bases))
     t.stage("our tests that check function (meson test --no-suite cpu-time), beside "
             "the unsteal package, the test host image and the other libvirt bases",
             lambda: unsteal_build.test(no_suites=["cpu-time"], part="function"))
-    outcomes = {name: value for m in made for name, value in m.wait().items()}
+    outcomes = {name: value for m in (made, bases) for name, value in m.wait().items()}
     _count(t, others, outcomes)
     t.stage("our tests that measure CPU time (meson test --suite cpu-time), alone",
             lambda: unsteal_build.test(suites=["cpu-time"], part="cpu-time"))
@@ -286,9 +289,32 @@ def _other_bases(quick):
 
 PACKAGE = "unsteal package: build with its tests, lintian, autopkgtests (Debian 13)"
 IMAGE = "test host: Debian 13 image with our libvirt, our kernel"
+BUILD_ROOT = "the test host's build root compiled"
 
 
-def _package_and_image(built, quick):
+def _build_root(built, quick):
+    """The job that compiles our libvirt and unsteal in the test host
+    image's build root, ahead of the image (none when there is no image).
+    Not a stage: the image's stage compiles what it left undone, and counts
+    its error."""
+    if not built or quick:
+        return []
+    from . import testhost
+    return [(BUILD_ROOT, testhost.test_build_root)]
+
+
+def _image(bases):
+    """The test host's image, once the build root's job ended in the thread
+    bases (both use the build root)."""
+    from . import testhost
+    bases.wait_for(BUILD_ROOT)
+    error = bases.outcomes.get(BUILD_ROOT)
+    if isinstance(error, Exception):
+        step(f"test: {BUILD_ROOT} beside the tests failed ({error}); the image compiles it")
+    return testhost.test_build()
+
+
+def _package_and_image(built, quick, bases):
     """The jobs made beside our function tests: unsteal's own Debian package
     (small enough to build in full: its tests, lintian clean, its
     autopkgtests in a fresh Debian 13 testbed), then the test host's image,
@@ -299,8 +325,7 @@ def _package_and_image(built, quick):
     if not built:
         step("test: no test host: libvirt did not build (its stage failed above)")
     elif not quick:
-        from . import testhost
-        jobs.append((IMAGE, testhost.test_build))
+        jobs.append((IMAGE, lambda: _image(bases)))
     return jobs
 
 
