@@ -144,4 +144,88 @@ ok(autopkgtest.not_passed(autopkgtest.parse_summary(lacking)) == [
    "not_passed: a skip for isolation the testbed lacks passes, any other skip or failure not",
    autopkgtest.not_passed(autopkgtest.parse_summary(lacking)))
 
+# Debian's KVM test rewritten for the unshare testbed.  The control below
+# has the shape of Debian 13's libvirt debian/tests/control: the KVM test in
+# a stanza of its own between two others.
+debian_control = """\
+Tests:
+ smoke,
+Depends:
+ libvirt-clients,
+Restrictions:
+ allow-stderr,
+
+Tests:
+ smoke-qemu-session,
+Depends:
+ libvirt-clients,
+ libvirt-daemon,
+ qemu-kvm,
+Restrictions:
+ allow-stderr,
+ isolation-container,
+ skippable,
+
+Tests: smoke-lxc
+Depends: libvirt-daemon-driver-lxc
+Restrictions: isolation-machine
+"""
+kvm = stanzas(autopkgtest.kvm_control(debian_control))
+ok(len(kvm) == 1 and "Tests" not in kvm[0]
+   and kvm[0].get("Test-Command") == "tini -s -- debian/tests/smoke-qemu-session"
+   and kvm[0].get("Features") == "test-name=smoke-qemu-session",
+   "kvm_control: one stanza, Debian's script run under the subreaper tini, "
+   "named as Debian names it", kvm)
+deps = [d.strip() for d in kvm[0].get("Depends", "").split(",") if d.strip()] if kvm else []
+ok(deps == ["libvirt-clients", "libvirt-daemon", "qemu-kvm",
+            "libvirt-daemon-driver-qemu", "tini"],
+   "kvm_control: Debian's Depends, then the qemu driver and tini", deps)
+restr = [r.strip() for r in kvm[0].get("Restrictions", "").split(",") if r.strip()] \
+    if kvm else []
+ok(restr == ["allow-stderr", "isolation-container", "skippable"],
+   "kvm_control: Debian's Restrictions unchanged", restr)
+one_line = stanzas(autopkgtest.kvm_control(debian_control, test="smoke-lxc"))
+ok([d.strip() for d in one_line[0].get("Depends", "").split(",") if d.strip()]
+   == ["libvirt-daemon-driver-lxc", "libvirt-daemon-driver-qemu", "tini"],
+   "kvm_control: a one-line Depends gains the same two", one_line)
+try:
+    autopkgtest.kvm_control(debian_control, test="smoke-missing")
+    ok(False, "kvm_control: a test the control lacks is an error")
+except autopkgtest.LabError as e:
+    ok("smoke-missing" in str(e), "kvm_control: a test the control lacks is an error", e)
+
+if shutil.which("autopkgtest"):
+    # autopkgtest itself reads the rewritten stanza beside Debian's source
+    src = os.path.join(WORK, "src")
+    os.makedirs(os.path.join(src, "debian", "tests"))
+    with open(os.path.join(src, "debian", "control"), "w") as fh:
+        fh.write("Source: libvirt\n\nPackage: libvirt-daemon\nArchitecture: any\n")
+    with open(os.path.join(src, "debian", "changelog"), "w") as fh:
+        fh.write("libvirt (1.0-1) unstable; urgency=medium\n\n  * Test.\n\n"
+                 " -- Unsteal Developers <dev@unsteal.invalid>  Mon, 30 Nov 2026 00:00:00 +0000\n")
+    ctl = os.path.join(WORK, "kvm-control")
+    with open(ctl, "w") as fh:
+        fh.write(autopkgtest.kvm_control(debian_control))
+    p = subprocess.run(["autopkgtest", "--validate", "--override-control", ctl, "-B", src + "/",
+                        "--", "null"], capture_output=True, text=True)
+    ok(p.returncode == 0, "autopkgtest --validate accepts the rewritten stanza",
+       (p.stdout + p.stderr)[-600:])
+else:
+    ok(False, "autopkgtest is installed", "tools/lab setup installs it")
+
+# What the KVM test needs on this host, checked before a build starts.
+kernel = os.path.join(WORK, "vmlinuz")
+open(kernel, "w").close()
+ok(autopkgtest.check_kvm_guest(kernel, kernel, dev="/dev/null") == os.stat("/dev/null").st_rdev,
+   "check_kvm_guest: a character device and two files give the device's number")
+for args, want in (((kernel, kernel, kernel), "no " + kernel),
+                   ((kernel, kernel, os.path.join(WORK, "no-kvm")), "no "),
+                   ((kernel, os.path.join(WORK, "no-initrd"), "/dev/null"), "initrd"),
+                   ((os.path.join(WORK, "no-kernel"), kernel, "/dev/null"), "kernel")):
+    try:
+        autopkgtest.check_kvm_guest(args[0], args[1], dev=args[2])
+        ok(False, f"check_kvm_guest: {want!r} is an error", args)
+    except autopkgtest.LabError as e:
+        ok(want in str(e), f"check_kvm_guest: {want!r} is an error", e)
+
 sys.exit(tap.end())

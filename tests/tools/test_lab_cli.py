@@ -183,6 +183,9 @@ ok(have == want, "docs/lab.md's command reference is what the parser renders now
 for path, p in commands.commands(parser):
     ok(f"\n### {' '.join(path)}\n" in want and p.prog in want,
        f"the reference has a section with the usage of 'tools/lab {' '.join(path)}'")
+ok("--kvm-guest KERNEL INITRD" in want and "('" not in want,
+   "an option of two values shows its two names, as argparse's usage does",
+   [ln for ln in want.splitlines() if "('" in ln][:3])
 
 # 3. Functions, bench's benchmarks and their options
 for path, p in commands.commands(parser):

@@ -376,6 +376,11 @@ def build_parser():
                         "packages: the source package's autopkgtests against them")
     p.add_argument("--no-install-check", action="store_true",
                    help="libvirt, unsteal: skip the installation check after the build")
+    p.add_argument("--kvm-guest", nargs=2, metavar=("KERNEL", "INITRD"), default=None,
+                   help="libvirt: run Debian's smoke-qemu-session too, which boots KERNEL "
+                        "and INITRD in a type='kvm' domain, in a testbed given this host's "
+                        "/dev/kvm (e.g. /boot/vmlinuz-$(uname -r) /boot/initrd.img-$(uname "
+                        "-r))")
     p.add_argument("--keep-root", action="store_true",
                    help="keep the build root under _build/package/ for inspection")
     p.add_argument("--flavour", metavar="F", default="amd64",
@@ -573,6 +578,8 @@ WIDTH = 88  # of the usage lines
 
 
 def _metavar(a):
+    if isinstance(a.metavar, tuple):
+        return " ".join(a.metavar)
     if a.metavar is not None:
         return a.metavar
     if a.choices is not None:

@@ -465,11 +465,13 @@ def build(stack_dir, jobs=None, keep_root=False):
             root.remove()
 
 
-def install_check(stack_dir):
+def install_check(stack_dir, kvm_guest=None):
     """The source package's autopkgtests against the built .debs: Debian's
     own (debian/tests) and the series' (libvirt-patches/autopkgtest/), in a
     fresh testbed of the suite (autopkgtest.py).  A test that needs an
-    isolation the testbed does not offer is skipped, and named."""
+    isolation the testbed does not offer is skipped, and named.  With
+    kvm_guest (kernel, initrd), Debian's KVM test runs too, in a testbed
+    given this host's KVM (autopkgtest.run_kvm_test())."""
     base = read_kv(os.path.join(stack_dir, "BASE"))
     version = local_version(base)
     out = outdir(base)
@@ -483,6 +485,13 @@ def install_check(stack_dir):
     log = os.path.join(logs_dir(), f"package-{tag}-autopkgtest.log")
     results = autopkgtest.run_tests(dsc, debs, base["suite"], os.path.join(out, "autopkgtest"),
                                     log)
+    if kvm_guest:
+        test = autopkgtest.KVM_TEST
+        control = autopkgtest.source_control(_debian_tarball(out, base, version))
+        results = [r for r in results if r[0] != test] + autopkgtest.run_kvm_test(
+            dsc, debs, base["suite"], os.path.join(out, f"autopkgtest-{test}"),
+            os.path.join(logs_dir(), f"package-{tag}-autopkgtest-{test}.log"),
+            kvm_guest[0], kvm_guest[1], control)
     # (autopkgtest reports a test it cannot run twice: when it finds it, and
     # in its summary)
     passed = list(dict.fromkeys(n for n, r, _ in results if r == "PASS"))
@@ -498,11 +507,23 @@ def install_check(stack_dir):
          f"({', '.join(skipped) or 'none'})")
 
 
+def _debian_tarball(out, base, version):
+    """The debian tarball of the source package built in out."""
+    path = os.path.join(out, f"{base['package']}_{version.split(':')[-1]}.debian.tar.xz")
+    if not os.path.exists(path):
+        raise LabError(f"no {_rel(path)}; run tools/lab package libvirt first")
+    return path
+
+
 def command(args):
     if os.geteuid() != 0:
         raise LabError("tools/lab package needs root (apt, mmdebstrap, chroot)")
     # One command from a clean clone: deb-src entries and the tools it needs
     # (mmdebstrap, quilt, dpkg-dev, ...) come from setup, idempotent.
+    if args.kvm_guest:
+        if args.what != "libvirt" or args.no_install_check or args.prepare_only:
+            raise LabError("--kvm-guest is an installation check of libvirt's packages")
+        autopkgtest.check_kvm_guest(*args.kvm_guest)
     sources.setup()
     if args.what == "libvirt":
         stack_dir = resolve_stack(args.stack, "libvirt")
@@ -516,7 +537,7 @@ def command(args):
         if not args.install_check_only:
             build(stack_dir, jobs=args.jobs, keep_root=args.keep_root)
         if not args.no_install_check:
-            install_check(stack_dir)
+            install_check(stack_dir, kvm_guest=args.kvm_guest)
         return 0
     from . import kernel_deb
     stack_dir = resolve_stack(args.stack, "linux")

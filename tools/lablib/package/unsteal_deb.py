@@ -155,6 +155,8 @@ def build_and_check():
 def command(args):
     if os.geteuid() != 0:
         raise LabError("tools/lab package needs root (apt, mmdebstrap, chroot)")
+    if args.kvm_guest:
+        raise LabError("--kvm-guest is an installation check of libvirt's packages")
     sources.setup()
     if not args.install_check_only:
         build(jobs=args.jobs, keep_root=args.keep_root)
