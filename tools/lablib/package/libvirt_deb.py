@@ -487,7 +487,7 @@ def install_check(stack_dir, kvm_guest=None):
                                     log)
     if kvm_guest:
         test = autopkgtest.KVM_TEST
-        control = autopkgtest.source_control(_debian_tarball(out, base, version))
+        control = autopkgtest.source_control(_debian_tarball(dsc))
         results = [r for r in results if r[0] != test] + autopkgtest.run_kvm_test(
             dsc, debs, base["suite"], os.path.join(out, f"autopkgtest-{test}"),
             os.path.join(logs_dir(), f"package-{tag}-autopkgtest-{test}.log"),
@@ -507,9 +507,9 @@ def install_check(stack_dir, kvm_guest=None):
          f"({', '.join(skipped) or 'none'})")
 
 
-def _debian_tarball(out, base, version):
-    """The debian tarball of the source package built in out."""
-    path = os.path.join(out, f"{base['package']}_{version.split(':')[-1]}.debian.tar.xz")
+def _debian_tarball(dsc):
+    """The debian tarball beside a source package's .dsc."""
+    path = dsc[:-len(".dsc")] + ".debian.tar.xz"
     if not os.path.exists(path):
         raise LabError(f"no {_rel(path)}; run tools/lab package libvirt first")
     return path
